@@ -1,0 +1,136 @@
+"""llmcompare's command line: serve-bench, kernel-bench, report, make-model. The scenario file is the
+interface; flags here override it (precedence: command line > scenario file > defaults)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from . import __version__
+from .scenario import ScenarioError, parse_set
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt  # same clean-up path as Ctrl-C: servers stopped, completed points kept
+
+
+def _overrides(a: argparse.Namespace) -> dict:
+    o = parse_set(a.set or [])
+    if getattr(a, "num_prompts", None) is not None:
+        o.setdefault("workload", {})["num_prompts"] = a.num_prompts
+    if getattr(a, "concurrency", None):
+        o.setdefault("load", {})["concurrency"] = a.concurrency
+        o["load"].setdefault("request_rate", [])
+    if getattr(a, "output_dir", None):
+        o["output_dir"] = a.output_dir
+    return o
+
+
+def cmd_serve_bench(a: argparse.Namespace) -> int:
+    from . import runner, scenario
+
+    s = scenario.load(a.scenario, _overrides(a))
+    try:
+        run_dir = runner.serve_bench(s, sys.argv, a.engines)
+    except runner.RunFailed as e:
+        print(f"error: {e}\nresults so far: {e.run_dir}", file=sys.stderr)
+        return 1
+    print(run_dir)
+    return 0
+
+
+def cmd_kernel_bench(a: argparse.Namespace) -> int:
+    from . import scenario
+    from .kernels import bench
+
+    o = _overrides(a)
+    if a.backends:
+        o.setdefault("kernel_bench", {})["backends"] = a.backends
+    if a.m:
+        o.setdefault("kernel_bench", {})["m"] = a.m
+    for item in a.python or []:
+        b, _, py = item.partition("=")
+        o.setdefault("kernel_bench", {}).setdefault("python", {})[b] = py
+    s = scenario.load(a.scenario, o)
+    out = bench.kernel_bench(s, sys.argv)
+    print(out)
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from . import report
+
+    out = report.build_report(a.runs, a.out)
+    print(out)
+    return 0
+
+
+def cmd_make_model(a: argparse.Namespace) -> int:
+    from . import checkpoint
+
+    out = checkpoint.make_model(a.out, a.preset, a.quant, a.dtype, a.seed, a.group_size)
+    print(out)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="llmcompare", description=__doc__)
+    p.add_argument("--version", action="version", version=f"llmcompare {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sb = sub.add_parser("serve-bench", help="launch each engine's server and drive it with the scenario's load")
+    sb.add_argument("scenario", help="a name in scenarios/ (e.g. demo, qwen-awq) or a YAML path")
+    sb.add_argument("--engines", nargs="+", metavar="NAME", help="only these engines of the scenario")
+    sb.add_argument("--num-prompts", type=int, help="requests per load point (workload.num_prompts)")
+    sb.add_argument("--concurrency", type=int, nargs="+", help="concurrency sweep (replaces load.*)")
+    sb.add_argument("--output-dir", help="where run directories go (output_dir)")
+    sb.add_argument("--set", nargs="+", metavar="KEY=VALUE", help="any scenario field, e.g. load.warmup_requests=0")
+    sb.set_defaults(func=cmd_serve_bench)
+
+    kb = sub.add_parser("kernel-bench", help="time each engine's int4 GEMM on the model's shapes")
+    kb.add_argument("scenario")
+    kb.add_argument("--backends", nargs="+", help="subset of cublas, marlin, machete, turbomind")
+    kb.add_argument("--m", type=int, nargs="+", help="token counts M to sweep")
+    kb.add_argument("--python", nargs="+", metavar="BACKEND=PYTHON", help="python of the environment per backend")
+    kb.add_argument("--output-dir")
+    kb.add_argument("--set", nargs="+", metavar="KEY=VALUE")
+    kb.set_defaults(func=cmd_kernel_bench)
+
+    rp = sub.add_parser("report", help="write report.md/.html and charts from saved run directories")
+    rp.add_argument("runs", nargs="+", help="serve-bench and kernel-bench run directories")
+    rp.add_argument("--out", help="report directory (default: beside the first run, report-<time>)")
+    rp.set_defaults(func=cmd_report)
+
+    mm = sub.add_parser("make-model", help="write a random-weight Qwen2 checkpoint with the real Qwen tokenizer")
+    mm.add_argument("out", help="output directory")
+    mm.add_argument("--preset", default="tiny", help="tiny, qwen2.5-0.5b, qwen2.5-7b")
+    mm.add_argument("--quant", default="none", choices=["none", "awq"])
+    mm.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    mm.add_argument("--seed", type=int, default=0)
+    mm.add_argument("--group-size", type=int, default=128)
+    mm.set_defaults(func=cmd_make_model)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return a.func(a)
+    except ScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: servers stopped; completed load points are kept in the run directory", file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

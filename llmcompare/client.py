@@ -1,0 +1,168 @@
+"""One streamed /v1/completions request, timed chunk by chunk; and the SSE parser it reads with.
+
+Failures (HTTP status, an error event, malformed SSE or JSON, a stream cut short, a timeout) are recorded
+in the RequestRecord, never raised: the load loop must go on and account for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from .workload import RequestSpec
+
+
+class SSEParser:
+    """Incremental server-sent-events parser (WHATWG rules, the subset OpenAI streams use): feed it bytes as
+    they arrive, at any boundaries, and get back the completed events' data strings."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        self._buf += chunk
+        events: list[str] = []
+        while True:
+            i_n, i_r = self._buf.find(b"\n"), self._buf.find(b"\r")
+            if i_n < 0 and i_r < 0:
+                break
+            if i_r >= 0 and (i_n < 0 or i_r < i_n):
+                if i_r == len(self._buf) - 1:
+                    break  # a lone \r at the end may be the first half of \r\n: wait for more bytes
+                end, skip = i_r, 2 if self._buf[i_r + 1 : i_r + 2] == b"\n" else 1
+            else:
+                end, skip = i_n, 1
+            line, self._buf = self._buf[:end], self._buf[end + skip :]
+            self._line(line.decode("utf-8", errors="replace"), events)
+        return events
+
+    def _line(self, line: str, events: list[str]) -> None:
+        if line == "":
+            if self._data:
+                events.append("\n".join(self._data))
+                self._data = []
+            return
+        if line.startswith(":"):
+            return  # comment / keep-alive
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+
+    def close(self) -> list[str]:
+        """End of stream: a held-back final \r ends its line; an event not closed by a blank line is dropped,
+        as the spec says."""
+        events: list[str] = []
+        if self._buf.endswith(b"\r"):
+            self._line(self._buf[:-1].decode("utf-8", errors="replace"), events)
+        self._buf, self._data = b"", []
+        return events
+
+
+@dataclass
+class RequestRecord:
+    index: int
+    prompt_len: int  # tokens, by the scenario's tokenizer
+    output_len: int  # tokens asked for
+    scheduled_s: float = 0.0  # when the request was due, seconds from the point's start
+    dispatch_s: float = 0.0  # when it was sent, seconds from the point's start
+    queue_ms: float = 0.0  # dispatch - scheduled: waiting in the client for a concurrency slot or a late loop
+    ttft_ms: float | None = None  # dispatch -> first chunk carrying a choice
+    e2el_ms: float | None = None  # dispatch -> last chunk carrying a choice
+    chunk_ms: list[float] = field(default_factory=list)  # arrival of each chunk carrying a choice, from dispatch
+    prompt_tokens: int | None = None  # from the server's usage
+    output_tokens: int | None = None  # from usage, or re-tokenized (see output_tokens_source)
+    output_tokens_source: str = "none"  # usage | retokenized | none
+    status: int | None = None  # HTTP status
+    error: str | None = None
+    success: bool = False
+    text: str = field(default="", repr=False)  # generated text; not saved, used to re-tokenize if needed
+
+    def itl_ms(self) -> list[float]:
+        return [b - a for a, b in zip(self.chunk_ms, self.chunk_ms[1:], strict=False)]
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "text"}
+        return d
+
+
+def completion_body(model: str, spec: RequestSpec, ignore_eos: bool, temperature: float) -> dict:
+    return {
+        "model": model,
+        "prompt": spec.prompt,
+        "max_tokens": spec.output_len,
+        "temperature": temperature,
+        "ignore_eos": ignore_eos,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict, rec: RequestRecord,
+                            t0: float, timeout_s: float) -> RequestRecord:
+    """Sends one request and fills `rec`; t0 is the point's start on the perf_counter clock."""
+    start = time.perf_counter()
+    rec.dispatch_s = start - t0
+    rec.queue_ms = (rec.dispatch_s - rec.scheduled_s) * 1000.0
+    parser = SSEParser()
+    done = False
+    try:
+        async with session.post(url, json=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            rec.status = resp.status
+            if resp.status != 200:
+                rec.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+                return rec
+            chunks = resp.content.iter_any()
+            while True:
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    chunk = None
+                now = time.perf_counter()
+                for data in parser.feed(chunk) if chunk is not None else parser.close():
+                    if data.strip() == "[DONE]":
+                        done = True
+                        continue
+                    try:
+                        msg = json.loads(data)
+                    except ValueError:
+                        rec.error = f"malformed JSON in stream: {data[:200]!r}"
+                        return rec
+                    if not isinstance(msg, dict):
+                        rec.error = f"unexpected stream event: {data[:200]!r}"
+                        return rec
+                    if "error" in msg and not msg.get("choices"):
+                        rec.error = f"error event: {json.dumps(msg['error'])[:300]}"
+                        return rec
+                    if msg.get("choices"):
+                        rec.chunk_ms.append((now - start) * 1000.0)
+                        rec.text += msg["choices"][0].get("text") or ""
+                    if usage := msg.get("usage"):
+                        rec.prompt_tokens = usage.get("prompt_tokens")
+                        if usage.get("completion_tokens") is not None:
+                            rec.output_tokens = usage["completion_tokens"]
+                            rec.output_tokens_source = "usage"
+                if chunk is None:
+                    break
+    except asyncio.TimeoutError:
+        rec.error = f"timed out after {timeout_s:.0f} s"
+        return rec
+    except aiohttp.ClientError as e:
+        rec.error = f"{type(e).__name__}: {e}"
+        return rec
+    if not done:
+        rec.error = "stream closed before [DONE]"
+        return rec
+    if not rec.chunk_ms:
+        rec.error = "no tokens in stream"
+        return rec
+    rec.ttft_ms = rec.chunk_ms[0]
+    rec.e2el_ms = rec.chunk_ms[-1]
+    rec.success = True
+    return rec

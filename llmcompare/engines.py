@@ -1,0 +1,146 @@
+"""Engine kinds: how to launch each server, how to ask its version, and what its log says it chose.
+
+A registry is a plain dict (ENGINES); nothing here imports an engine: versions are asked of the engine's own
+python in a subprocess, and choices are read from the server's log.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .scenario import Engine, ScenarioError, expand
+
+
+class EngineFallbackError(RuntimeError):
+    """The engine ran something other than what was asked (lmdeploy's silent PyTorch fallback)."""
+
+
+@dataclass
+class LogFacts:
+    """What a server's log says it chose; recorded with every run."""
+
+    kernels: dict[str, str] = field(default_factory=dict)  # linear method -> kernel, e.g. AWQMarlin -> Machete
+    version: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _prefix(e: Engine, module: str, console: str) -> list[str]:
+    if e.command:
+        return [expand(c) for c in e.command]
+    if e.python:
+        return [expand(e.python), "-m", module]
+    return [console]
+
+
+def vllm_command(e: Engine, model: str, port: int, tokenizer: str | None) -> list[str]:
+    # `python -m vllm.entrypoints.cli.main` is what the `vllm` console script runs.
+    cmd = _prefix(e, "vllm.entrypoints.cli.main", "vllm")
+    cmd += ["serve", model, "--host", e.host, "--port", str(port)]
+    if tokenizer and tokenizer != model:
+        cmd += ["--tokenizer", tokenizer]
+    if e.served_model_name:
+        cmd += ["--served-model-name", e.served_model_name]
+    return cmd + [expand(a) for a in e.args]
+
+
+def lmdeploy_command(e: Engine, model: str, port: int, tokenizer: str | None) -> list[str]:
+    cmd = _prefix(e, "lmdeploy", "lmdeploy")
+    cmd += ["serve", "api_server", model, "--server-name", e.host, "--server-port", str(port)]
+    if e.served_model_name:
+        cmd += ["--model-name", e.served_model_name]
+    return cmd + [expand(a) for a in e.args]
+
+
+_VLLM_KERNEL = re.compile(r"Using (\w+) for (\w+)")
+_VLLM_VERSION = re.compile(r"vLLM API server version ([\w.+-]+)")
+_LMDEPLOY_FALLBACK = "Fallback to pytorch engine"
+
+
+def vllm_log(text: str) -> LogFacts:
+    facts = LogFacts()
+    for kernel, method in _VLLM_KERNEL.findall(text):
+        if kernel.endswith("Kernel") or "Linear" in method or "Method" in method:
+            facts.kernels[method] = kernel
+    if m := _VLLM_VERSION.search(text):
+        facts.version = m.group(1)
+    return facts
+
+
+def lmdeploy_log(text: str) -> LogFacts:
+    if _LMDEPLOY_FALLBACK in text:
+        line = next(ln for ln in text.splitlines() if _LMDEPLOY_FALLBACK in ln)
+        raise EngineFallbackError(
+            "lmdeploy fell back from TurboMind to its PyTorch engine, so this would not measure TurboMind: "
+            f"{line.strip()!r}. Check the model format (--model-format awq) and the TurboMind build."
+        )
+    facts = LogFacts()
+    if "turbomind" in text.lower():
+        facts.notes.append("turbomind backend")
+    return facts
+
+
+def default_args(kind: str) -> list[str]:
+    """Arguments llmcompare adds by default, before the scenario's own (which win where they repeat)."""
+    return {
+        "vllm": [],
+        "lmdeploy": ["--backend", "turbomind"],
+        "openai": [],
+    }[kind]
+
+
+@dataclass
+class EngineKind:
+    module: str  # the distribution whose version is reported
+    command: Callable[[Engine, str, int, str | None], list[str]] | None
+    read_log: Callable[[str], LogFacts]
+
+
+ENGINES: dict[str, EngineKind] = {
+    "vllm": EngineKind("vllm", vllm_command, vllm_log),
+    "lmdeploy": EngineKind("lmdeploy", lmdeploy_command, lmdeploy_log),
+    "openai": EngineKind("", None, lambda text: LogFacts()),
+}
+
+
+def kind(name: str) -> EngineKind:
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise ScenarioError(f"unknown engine kind {name!r}; valid: {', '.join(ENGINES)}") from None
+
+
+def server_command(e: Engine, model: str, port: int, tokenizer: str | None = None) -> list[str]:
+    k = kind(e.kind)
+    if k.command is None:
+        raise ScenarioError(f"engine {e.name!r}: kind {e.kind} is not launched by llmcompare (give base_url)")
+    cmd = k.command(e, model, port, tokenizer)
+    extra = [a for a in default_args(e.kind) if a not in cmd]
+    return cmd + extra if extra else cmd
+
+
+def engine_version(e: Engine, timeout_s: float = 60.0) -> str | None:
+    """Asks the engine's own python for its distribution version; None when it cannot be told."""
+    k = kind(e.kind)
+    if not k.module:
+        return None
+    if e.python:
+        py = expand(e.python)
+    elif e.command:
+        py = None
+        # a command prefix ending in ".../bin/vllm" has its python beside it
+        head = expand(e.command[-1 if len(e.command) == 1 else 0])
+        if head.endswith(("/vllm", "/lmdeploy")):
+            py = head.rsplit("/", 1)[0] + "/python"
+        if py is None:
+            return None
+    else:
+        return None
+    code = f"import importlib.metadata as m; print(m.version({k.module!r}))"
+    try:
+        out = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None

@@ -1,0 +1,365 @@
+"""Scenario files: the interface of llmcompare. A YAML file in scenarios/ (or any path) is read into typed
+dataclasses and validated; an unknown key, a wrong type or a bad value is an error naming the field and what
+is valid. Precedence: command line (--set and the named flags) > file > the defaults written below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+ENGINE_KINDS = ("vllm", "lmdeploy", "openai")
+
+
+class ScenarioError(ValueError):
+    """A scenario file or override is invalid; the message names the field and what is valid."""
+
+
+@dataclass
+class MakeModel:
+    """How to build the model with `llmcompare make-model` when model.path does not exist yet."""
+
+    preset: str = "tiny"  # a name in checkpoint.PRESETS
+    quant: Literal["none", "awq"] = "none"
+    dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    seed: int = 0
+
+
+@dataclass
+class Model:
+    path: str = ""  # a local checkpoint directory, or a hub id (only if it is already in the local cache)
+    tokenizer: str | None = None  # defaults to path
+    make: MakeModel | None = None
+
+
+@dataclass
+class Engine:
+    name: str = ""
+    kind: Literal["vllm", "lmdeploy", "openai"] = "vllm"
+    python: str | None = None  # the engine environment's python; `python -m <engine cli>` is run
+    command: list[str] | None = None  # or a command prefix, e.g. ["vllm"] or ["conda", "run", "-n", "x", "vllm"]
+    args: list[str] = field(default_factory=list)  # extra server arguments, appended last
+    env: dict[str, str] = field(default_factory=dict)
+    port: int | None = None  # None: a free port
+    host: str = "127.0.0.1"
+    base_url: str | None = None  # kind openai: an already-running server, e.g. http://127.0.0.1:8000
+    startup_timeout_s: float = 900.0
+    served_model_name: str | None = None  # default: read from /v1/models
+
+
+@dataclass
+class Workload:
+    dataset: Literal["random", "sharegpt", "jsonl"] = "random"
+    path: str | None = None  # sharegpt: a ShareGPT JSON file; jsonl: one {"prompt", "output_len"?} per line
+    input_len: int = 1024  # random: exact prompt length in tokens
+    output_len: int = 256  # random and jsonl default: exact output length in tokens (ignore_eos)
+    num_prompts: int = 100  # requests per load point
+    prompts_per_concurrency: int = 0  # if > 0, a point of concurrency c sends max(num_prompts, this * c)
+    seed: int = 0
+    ignore_eos: bool = True
+    temperature: float = 0.0
+
+
+@dataclass
+class Load:
+    concurrency: list[int] = field(default_factory=list)  # closed loop: c requests always in flight
+    request_rate: list[float] = field(default_factory=list)  # open loop: requests/s (.inf: all at once)
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    burstiness: float = 1.0  # gamma shape; 1.0 is Poisson; < 1 burstier, > 1 more uniform
+    max_concurrency: int | None = None  # cap on requests in flight in rate mode
+    warmup_requests: int = 2  # per load point, at the point's concurrency, outside the clock
+    request_timeout_s: float = 600.0
+    metrics_interval_s: float = 0.5  # Prometheus /metrics sampling period; 0 disables
+
+
+@dataclass
+class Slo:
+    """Goodput: a request is good when it meets every SLO that is set (vLLM `bench serve --goodput`)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2el_ms: float | None = None
+
+
+@dataclass
+class ReferencePoint:
+    x: float = 0.0
+    y: float = 0.0
+
+
+@dataclass
+class Reference:
+    """A published series to overlay on a measured chart (see report)."""
+
+    label: str = ""
+    engine: str = ""  # which measured engine it corresponds to
+    metric: str = "output_tok_per_s"
+    x: str = "concurrency"
+    source: str = ""  # URL or citation
+    gpu: str = ""
+    model: str = ""
+    versions: str = ""
+    date: str = ""
+    note: str = ""
+    points: list[ReferencePoint] = field(default_factory=list)
+
+
+@dataclass
+class KernelBench:
+    m: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384])
+    backends: list[str] = field(default_factory=lambda: ["cublas", "marlin", "machete", "turbomind"])
+    python: dict[str, str] = field(default_factory=dict)  # backend -> python of the environment that has it
+    extra_shapes: list[list[int]] = field(default_factory=list)  # [N, K] pairs beyond the model's
+    group_size: int = 128
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    profile: bool = True
+
+
+@dataclass
+class Scenario:
+    name: str = ""
+    description: str = ""
+    model: Model = field(default_factory=Model)
+    engines: list[Engine] = field(default_factory=list)
+    workload: Workload = field(default_factory=Workload)
+    load: Load = field(default_factory=Load)
+    slo: Slo = field(default_factory=Slo)
+    percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 99.0])
+    kernel_bench: KernelBench = field(default_factory=KernelBench)
+    references: list[Reference] = field(default_factory=list)
+    output_dir: str = "runs"
+    source: str = ""  # the file it was read from (set by load(), not by the file)
+
+    def engine(self, name: str) -> Engine:
+        for e in self.engines:
+            if e.name == name:
+                return e
+        raise ScenarioError(f"engines: no engine named {name!r}; valid: {[e.name for e in self.engines]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ---- environment expansion: ${VAR}, ${VAR:-default}, ~ --------------------------------------------------
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def expand(s: str) -> str:
+    s = _VAR.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), s)
+    return os.path.expanduser(s)
+
+
+# ---- validation -------------------------------------------------------------------------------------------
+def _typename(t: Any) -> str:
+    origin = typing.get_origin(t)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(t))
+    if origin in (list,):
+        return f"a list of {_typename(typing.get_args(t)[0])}"
+    if origin is dict:
+        return "a mapping of strings"
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        return " or ".join(_typename(a) for a in args) + " (or null)"
+    if dataclasses.is_dataclass(t):
+        return "a mapping"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(t, str(t))
+
+
+def _convert(value: Any, t: Any, where: str) -> Any:
+    origin = typing.get_origin(t)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        if value is None:
+            return None
+        return _convert(value, args[0], where)
+    if origin is Literal:
+        if value not in typing.get_args(t):
+            raise ScenarioError(f"{where}: {value!r} is not valid; valid: {', '.join(map(str, typing.get_args(t)))}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ScenarioError(f"{where}: expected {_typename(t)}, got {type(value).__name__} {value!r}")
+        (item,) = typing.get_args(t)
+        return [_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ScenarioError(f"{where}: expected {_typename(t)}, got {type(value).__name__}")
+        return {str(k): str(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(t):
+        return build(t, value, where)
+    if t is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if t is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if t is float:
+        if isinstance(value, str) and value.strip().lower() in ("inf", ".inf", "infinity"):
+            return math.inf
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if t is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ScenarioError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def build(cls: type, data: Any, where: str = "scenario") -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        at = "" if where == "scenario" else f"{where}: "
+        raise ScenarioError(f"{at}unknown key {unknown[0]!r}; valid keys: {', '.join(names)}")
+    kwargs = {k: _convert(v, hints[k], f"{where}.{k}" if where != "scenario" else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def _positive(where: str, v: float, allow_zero: bool = False) -> None:
+    if v < 0 or (v == 0 and not allow_zero):
+        raise ScenarioError(f"{where}: must be {'>= 0' if allow_zero else '> 0'}, got {v}")
+
+
+def validate(s: Scenario) -> Scenario:
+    """Checks across fields and of values; types were checked by build()."""
+    if not s.model.path:
+        raise ScenarioError("model.path: required (a local checkpoint directory)")
+    if not s.engines:
+        raise ScenarioError("engines: at least one engine is required")
+    seen = set()
+    for i, e in enumerate(s.engines):
+        w = f"engines[{i}]"
+        if not e.name:
+            e.name = e.kind if e.kind not in seen else f"{e.kind}{i}"
+        if e.name in seen:
+            raise ScenarioError(f"{w}.name: {e.name!r} is used twice; engine names must be unique")
+        seen.add(e.name)
+        if e.kind == "openai":
+            if not e.base_url:
+                raise ScenarioError(f"{w}.base_url: required for kind openai (an already-running server)")
+        elif e.python and e.command:
+            raise ScenarioError(f"{w}: give python or command, not both")
+        if e.port is not None and not 0 < e.port < 65536:
+            raise ScenarioError(f"{w}.port: must be in 1..65535, got {e.port}")
+        _positive(f"{w}.startup_timeout_s", e.startup_timeout_s)
+    wl = s.workload
+    if wl.dataset in ("sharegpt", "jsonl"):
+        if not wl.path:
+            raise ScenarioError(f"workload.path: required for dataset {wl.dataset}")
+    _positive("workload.input_len", wl.input_len)
+    _positive("workload.output_len", wl.output_len)
+    _positive("workload.num_prompts", wl.num_prompts)
+    _positive("workload.prompts_per_concurrency", wl.prompts_per_concurrency, allow_zero=True)
+    _positive("workload.temperature", wl.temperature, allow_zero=True)
+    ld = s.load
+    if not ld.concurrency and not ld.request_rate:
+        raise ScenarioError("load: give at least one of concurrency (a list of integers) or request_rate")
+    for i, c in enumerate(ld.concurrency):
+        _positive(f"load.concurrency[{i}]", c)
+    for i, r in enumerate(ld.request_rate):
+        _positive(f"load.request_rate[{i}]", r)
+    _positive("load.burstiness", ld.burstiness)
+    if ld.max_concurrency is not None:
+        _positive("load.max_concurrency", ld.max_concurrency)
+    _positive("load.warmup_requests", ld.warmup_requests, allow_zero=True)
+    _positive("load.request_timeout_s", ld.request_timeout_s)
+    _positive("load.metrics_interval_s", ld.metrics_interval_s, allow_zero=True)
+    for name in ("ttft_ms", "tpot_ms", "e2el_ms"):
+        v = getattr(s.slo, name)
+        if v is not None:
+            _positive(f"slo.{name}", v)
+    for i, p in enumerate(s.percentiles):
+        if not 0 < p < 100:
+            raise ScenarioError(f"percentiles[{i}]: must be in (0, 100), got {p}")
+    kb = s.kernel_bench
+    for i, m in enumerate(kb.m):
+        _positive(f"kernel_bench.m[{i}]", m)
+    from .kernels.backends import BACKENDS  # a plain dict; imports no engine
+
+    for i, b in enumerate(kb.backends):
+        if b not in BACKENDS:
+            raise ScenarioError(f"kernel_bench.backends[{i}]: unknown backend {b!r}; valid: {', '.join(BACKENDS)}")
+    for b in kb.python:
+        if b not in BACKENDS:
+            raise ScenarioError(f"kernel_bench.python: unknown backend {b!r}; valid: {', '.join(BACKENDS)}")
+    for i, nk in enumerate(kb.extra_shapes):
+        if len(nk) != 2 or min(nk) <= 0:
+            raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
+    return s
+
+
+def resolve_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.exists():
+            raise ScenarioError(f"scenario file {p} does not exist")
+        return p
+    for suffix in (".yaml", ".yml"):
+        q = SCENARIO_DIR / f"{name_or_path}{suffix}"
+        if q.exists():
+            return q
+    names = sorted(x.stem for x in SCENARIO_DIR.glob("*.y*ml"))
+    raise ScenarioError(f"unknown scenario {name_or_path!r}: not a file; scenarios in {SCENARIO_DIR}: {', '.join(names)}")
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """`--set load.concurrency=[1,2] workload.num_prompts=8` -> nested dict (values are YAML)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. load.concurrency=[1,4]")
+        key, raw = item.split("=", 1)
+        d = out
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            d = d.setdefault(p, {})
+        d[parts[-1]] = yaml.safe_load(raw)
+    return out
+
+
+def _merge(base: dict, over: dict) -> dict:
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = v
+    return base
+
+
+def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:
+    path = resolve_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    _merge(data, overrides or {})
+    try:
+        s = build(Scenario, data)
+        s.name = s.name or path.stem
+        s.source = str(path)
+        return validate(s)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path.name}: {e}") from None

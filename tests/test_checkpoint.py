@@ -1,0 +1,69 @@
+import json
+
+import numpy as np
+import pytest
+
+from llmcompare import awq, checkpoint
+
+
+def test_awq_pack_unpack_round_trip_and_known_order():
+    rng = np.random.default_rng(1)
+    v = rng.integers(0, 16, size=(5, 24), dtype=np.uint8)
+    assert (awq.unpack(awq.pack(v)) == v).all()
+    # columns 0..7 = 0,1,...,7: nibble i holds column ORDER[i] = 0,2,4,6,1,3,5,7
+    word = awq.pack(np.arange(8, dtype=np.uint8)[None, :]).view(np.uint32)[0, 0]
+    assert word == 0x75316420
+
+
+def test_dequantize_matches_the_formula():
+    rng = np.random.default_rng(2)
+    k, n, g = 256, 16, 128
+    qw, qz, sc = awq.random_awq(k, n, g, rng)
+    w = awq.dequantize(qw, qz, sc, g)
+    q, z = awq.unpack(qw).astype(np.float32), awq.unpack(qz).astype(np.float32)
+    assert w[130, 5] == pytest.approx((q[130, 5] - z[1, 5]) * float(sc[1, 5]))
+    assert 0.01 < w.std() < 0.04  # scaled like a real layer
+    assert set(np.unique(z)) <= {7.0, 8.0}
+
+
+def test_random_awq_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        awq.random_awq(100, 16, 128, np.random.default_rng(0))
+
+
+def test_bf16_rounding():
+    x = np.array([1.0, 1.00390625, -2.5, 3.1415927], dtype=np.float32)
+    bits = checkpoint.to_bf16_bits(x)
+    back = (bits.astype(np.uint32) << 16).view(np.float32)
+    assert back[0] == 1.0 and back[2] == -2.5 and abs(back[3] - 3.140625) < 1e-6
+
+
+def test_make_awq_model_layout(tmp_path):
+    shape = checkpoint.Shape(256, 512, 1, 4, 2, vocab_size=1024, tie_word_embeddings=False)
+    out = checkpoint.make_model(tmp_path / "m", quant="awq", shape=shape)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["quantization_config"] == {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                          "zero_point": True, "version": "gemm"}
+    h = checkpoint.read_safetensors_header(out / "model.safetensors")
+    assert h["model.layers.0.mlp.down_proj.qweight"] == {**h["model.layers.0.mlp.down_proj.qweight"],
+                                                         "dtype": "I32", "shape": [512, 32]}
+    assert h["model.layers.0.mlp.down_proj.scales"]["shape"] == [4, 256]
+    assert h["model.layers.0.mlp.down_proj.scales"]["dtype"] == "F16"
+    assert h["model.layers.0.self_attn.k_proj.qzeros"]["shape"] == [2, 16]
+    assert "lm_head.weight" in h and "model.layers.0.self_attn.q_proj.bias" in h
+    assert not (out / "model.safetensors.partial").exists()
+
+
+def test_real_qwen_tokenizer(tmp_path):
+    from transformers import AutoTokenizer
+
+    checkpoint.make_model(tmp_path / "m", shape=checkpoint.Shape(64, 128, 1, 1, 1, vocab_size=151936))
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "m"))
+    assert len(tok) == 151665  # 151,643 BPE ranks + 22 Qwen2.5 special tokens
+    assert tok.encode("Hello world", add_special_tokens=False) == [9707, 1879]  # Qwen2.5's ids
+    assert tok.convert_tokens_to_ids("<|im_end|>") == 151645
+
+
+def test_unknown_preset_lists_valid(tmp_path):
+    with pytest.raises(ValueError, match="unknown model preset 'huge'; valid: tiny, qwen2.5-0.5b, qwen2.5-7b"):
+        checkpoint.make_model(tmp_path / "x", preset="huge")

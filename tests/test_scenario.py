@@ -1,0 +1,120 @@
+import copy
+
+import pytest
+import yaml
+
+from llmcompare import scenario
+from llmcompare.scenario import ScenarioError
+
+BASE = {
+    "model": {"path": "/models/x"},
+    "engines": [{"name": "v", "kind": "vllm", "python": "/venv/bin/python"}],
+    "workload": {"dataset": "random", "input_len": 16, "output_len": 4, "num_prompts": 2},
+    "load": {"concurrency": [1, 2]},
+}
+
+
+def load_with(tmp_path, change):
+    data = copy.deepcopy(BASE)
+    change(data)
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(data))
+    return scenario.load(str(f))
+
+
+def setter(path, value):
+    def change(d):
+        keys = path.split(".")
+        for k in keys[:-1]:
+            d = d[int(k)] if isinstance(d, list) else d[k]
+        d[keys[-1] if not isinstance(d, list) else int(keys[-1])] = value
+    return change
+
+
+def deleter(path):
+    def change(d):
+        keys = path.split(".")
+        for k in keys[:-1]:
+            d = d[k]
+        del d[keys[-1]]
+    return change
+
+
+BAD = [
+    (setter("modle", {}), "s.yaml: unknown key 'modle'; valid keys: name, description, model, engines, workload, "
+     "load, slo, percentiles, kernel_bench, references, output_dir"),
+    (setter("model.path", ""), "s.yaml: model.path: required (a local checkpoint directory)"),
+    (setter("model.weights", "x"), "s.yaml: model: unknown key 'weights'; valid keys: path, tokenizer, make"),
+    (setter("model", "/models/x"), "s.yaml: model: expected a mapping, got str '/models/x'"),
+    (setter("engines", []), "s.yaml: engines: at least one engine is required"),
+    (setter("engines", {"kind": "vllm"}), "s.yaml: engines: expected a list of a mapping, got dict {'kind': 'vllm'}"),
+    (setter("engines.0.kind", "sglang"), "s.yaml: engines[0].kind: 'sglang' is not valid; valid: vllm, lmdeploy, openai"),
+    (setter("engines.0.port", 70000), "s.yaml: engines[0].port: must be in 1..65535, got 70000"),
+    (setter("engines.0.port", "80"), "s.yaml: engines[0].port: expected an integer, got '80'"),
+    (setter("engines.0.args", "--foo"), "s.yaml: engines[0].args: expected a list of a string, got str '--foo'"),
+    (setter("engines.0.command", ["vllm"]), "s.yaml: engines[0]: give python or command, not both"),
+    (setter("engines.0.startup_timeout_s", -1), "s.yaml: engines[0].startup_timeout_s: must be > 0, got -1.0"),
+    (lambda d: d["engines"].append({"name": "v", "kind": "lmdeploy"}),
+     "s.yaml: engines[1].name: 'v' is used twice; engine names must be unique"),
+    (setter("engines.0", {"name": "o", "kind": "openai"}),
+     "s.yaml: engines[0].base_url: required for kind openai (an already-running server)"),
+    (setter("workload.dataset", "alpaca"), "s.yaml: workload.dataset: 'alpaca' is not valid; valid: random, sharegpt, jsonl"),
+    (setter("workload.dataset", "sharegpt"), "s.yaml: workload.path: required for dataset sharegpt"),
+    (setter("workload.input_len", 0), "s.yaml: workload.input_len: must be > 0, got 0"),
+    (setter("workload.num_prompts", 2.5), "s.yaml: workload.num_prompts: expected an integer, got 2.5"),
+    (setter("workload.ignore_eos", "yes please"), "s.yaml: workload.ignore_eos: expected true or false, got 'yes please'"),
+    (setter("load.concurrency", [1, -4]), "s.yaml: load.concurrency[1]: must be > 0, got -4"),
+    (setter("load.concurrency", 8), "s.yaml: load.concurrency: expected a list of an integer, got int 8"),
+    (lambda d: d["load"].update(concurrency=[]),
+     "s.yaml: load: give at least one of concurrency (a list of integers) or request_rate"),
+    (setter("load.request_rate", [0]), "s.yaml: load.request_rate[0]: must be > 0, got 0.0"),
+    (setter("load.arrival", "uniform"), "s.yaml: load.arrival: 'uniform' is not valid; valid: poisson, gamma"),
+    (setter("slo", {"ttft_ms": -5}), "s.yaml: slo.ttft_ms: must be > 0, got -5.0"),
+    (setter("percentiles", [50, 100]), "s.yaml: percentiles[1]: must be in (0, 100), got 100.0"),
+    (setter("kernel_bench", {"backends": ["exllama"]}),
+     "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind"),
+    (setter("kernel_bench", {"m": [0]}), "s.yaml: kernel_bench.m[0]: must be > 0, got 0"),
+    (deleter("load"), "s.yaml: load: give at least one of concurrency (a list of integers) or request_rate"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD, ids=[m.split(": ", 1)[1][:50] for _, m in BAD])
+def test_bad_scenarios_name_the_field_and_what_is_valid(tmp_path, change, message):
+    with pytest.raises(ScenarioError) as e:
+        load_with(tmp_path, change)
+    assert str(e.value) == message
+
+
+def test_unknown_scenario_name_lists_the_shipped_ones():
+    with pytest.raises(ScenarioError, match=r"unknown scenario 'nope'.*demo.*qwen-awq"):
+        scenario.load("nope")
+
+
+def test_not_yaml(tmp_path):
+    f = tmp_path / "b.yaml"
+    f.write_text("model: [unclosed")
+    with pytest.raises(ScenarioError, match="not valid YAML"):
+        scenario.load(str(f))
+
+
+def test_shipped_scenarios_are_valid():
+    for name in ("demo", "qwen-awq"):
+        s = scenario.load(name)
+        assert s.engines and (s.load.concurrency or s.load.request_rate)
+
+
+def test_precedence_cli_over_file_over_defaults(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(BASE))
+    s = scenario.load(str(f), scenario.parse_set(["workload.num_prompts=7", "load.request_rate=[.inf]"]))
+    assert s.workload.num_prompts == 7  # CLI
+    assert s.workload.input_len == 16  # file
+    assert s.workload.seed == 0 and s.load.warmup_requests == 2  # defaults
+    assert s.load.request_rate == [float("inf")]
+
+
+def test_env_expansion(monkeypatch):
+    monkeypatch.setenv("LLMC_X", "/opt/x")
+    monkeypatch.delenv("LLMC_UNSET", raising=False)
+    assert scenario.expand("${LLMC_X}/bin") == "/opt/x/bin"
+    assert scenario.expand("${LLMC_UNSET:-/d}/bin") == "/d/bin"
