@@ -19,7 +19,7 @@ def scenario_file(tmp_path, vllm_py, model, **load):
         "model": {"path": model},
         "engines": [{"name": "vllm-cpu", "kind": "vllm", "python": vllm_py,
                      "args": ["--dtype", "bfloat16", "--max-model-len", "1024", "--gpu-memory-utilization", "0.3"],
-                     "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                     "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"},
                      "startup_timeout_s": 400}],
         "workload": {"dataset": "random", "input_len": 64, "output_len": 16, "num_prompts": 6, "seed": 3},
         "load": {"concurrency": [1, 3], "warmup_requests": 1, "metrics_interval_s": 0.1, **load},
