@@ -61,7 +61,7 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from . import report
 
-    out = report.build_report(a.runs, a.out)
+    out = report.build_report(a.runs, a.out, a.baseline)
     print(out)
     return 0
 
@@ -100,6 +100,7 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write report.md/.html and charts from saved run directories")
     rp.add_argument("runs", nargs="+", help="serve-bench and kernel-bench run directories")
     rp.add_argument("--out", help="report directory (default: beside the first run, report-<time>)")
+    rp.add_argument("--baseline", help="engine the gaps are measured against (default: the first vLLM engine)")
     rp.set_defaults(func=cmd_report)
 
     mm = sub.add_parser("make-model", help="write a random-weight Qwen2 checkpoint with the real Qwen tokenizer")

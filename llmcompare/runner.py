@@ -6,6 +6,7 @@ write error ends the run with a clear error; completed points stay on disk, and 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sys
 import time
@@ -132,6 +133,8 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
     tokenizer = load_tokenizer(s.model.tokenizer or model_path)
     prompts = Prompts(s.workload, tokenizer)
     run = ServeRun(new_run_dir(s.output_dir, s.name), s.to_dict(), argv)
+    cfg = Path(model_path) / "config.json"
+    run.data["model_config"] = json.loads(cfg.read_text()) if cfg.exists() else None
     print(f"run directory: {run.dir}", file=sys.stderr)
     try:
         for e in chosen:

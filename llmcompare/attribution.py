@@ -1,0 +1,156 @@
+"""How much of an end-to-end gap the int4 GEMM kernels explain. Reads saved results only.
+
+Model (stated in every report):
+  batch      the engine's mean `num_requests_running` over the point's /metrics samples in which it was > 0;
+             without samples, min(concurrency, requests) (and the report says so).
+  decode     each step runs every layer's GEMMs at M = batch: step_us(M) = layers * sum_shapes t(shape, M);
+             steps = output tokens / batch; decode_gemm_s = steps * step_us(batch).
+  prefill    each request's prompt runs once at M = its input length: prefill_gemm_s = requests * step_us(input_len).
+  t(shape,M) the kernel-bench graph-replayed time of the engine's GEMM backend, log-log interpolated in M
+             (linear in M past the largest measured M).
+  gap        for engines A (candidate) and B (baseline) at the same load point, the measured gap is
+             output_throughput_A / output_throughput_B - 1. The GEMM-only prediction keeps everything of B but
+             its GEMMs: duration_B - gemm_B + gemm_A', where gemm_A' is A's kernels at B's batch sizes; predicted
+             gap = duration_B / (duration_B - gemm_B + gemm_A') - 1. The rest of the measured gap is "not explained
+             by GEMM" (attention, scheduling, sampling, HTTP, ...).
+Ignored: chunked prefill mixing prefill and decode tokens in one batch, padding to CUDA-graph sizes, GEMMs
+outside the quantized linears (lm_head), and overlap between GPU work and the host.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+# what vLLM's log names -> kernel-bench backend
+VLLM_KERNELS = {"MacheteLinearKernel": "machete", "MarlinLinearKernel": "marlin"}
+
+
+@dataclass
+class KernelTable:
+    backend_us: dict[str, dict[str, list[tuple[int, float]]]]  # backend -> shape -> sorted [(M, graph µs)]
+    shapes: list[dict]  # the model's shapes (per_layer > 0)
+    layers: int
+
+    @classmethod
+    def from_run(cls, run: dict) -> KernelTable:
+        shapes = [s for s in run["shapes"] if s.get("per_layer", 1) > 0]
+        names = {s["name"] for s in shapes}
+        t: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        for p in run["points"]:
+            if p.get("status") == "ok" and p["shape"] in names and (p.get("graph_us") or p.get("eager_us")):
+                t.setdefault(p["backend"], {}).setdefault(p["shape"], []).append(
+                    (p["m"], p.get("graph_us") or p["eager_us"]))
+        for b in t.values():
+            for s in b:
+                b[s].sort()
+        return cls(t, shapes, int(run.get("layers") or 0))
+
+    def gemm_us(self, backend: str, shape: str, m: float) -> float:
+        pts = self.backend_us[backend][shape]
+        ms = [p[0] for p in pts]
+        if m <= ms[0]:
+            return pts[0][1]
+        if m >= ms[-1]:
+            return pts[-1][1] * m / ms[-1]
+        i = bisect.bisect_left(ms, m)
+        (m0, t0), (m1, t1) = pts[i - 1], pts[i]
+        f = (math.log(m) - math.log(m0)) / (math.log(m1) - math.log(m0))
+        return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
+
+    def step_us(self, backend: str, m: float) -> float:
+        """All quantized GEMMs of one forward pass over m tokens, µs."""
+        return self.layers * sum(self.gemm_us(backend, s["name"], m) for s in self.shapes)
+
+    def has(self, backend: str) -> bool:
+        return backend in self.backend_us and all(s["name"] in self.backend_us[backend] for s in self.shapes)
+
+
+def engine_backend(engine: dict, scenario_engine: dict | None = None) -> tuple[str | None, str]:
+    """(backend, how we know): from the server log, else the scenario's gemm_backend, else the engine kind."""
+    for kernel in (engine.get("kernels") or {}).values():
+        if kernel in VLLM_KERNELS:
+            return VLLM_KERNELS[kernel], f"server log: {kernel}"
+    if scenario_engine and scenario_engine.get("gemm_backend"):
+        return scenario_engine["gemm_backend"], "scenario gemm_backend"
+    if engine.get("kind") == "lmdeploy":
+        return "turbomind", "engine kind lmdeploy (--backend turbomind; a fallback would have failed the run)"
+    return None, "unknown: the log names no kernel and the scenario sets no gemm_backend"
+
+
+@dataclass
+class PointGemm:
+    label: str
+    batch: float
+    batch_source: str
+    requests: int
+    output_tokens: int
+    input_len: float
+    duration_s: float
+    output_throughput: float
+    decode_gemm_s: float = 0.0
+    prefill_gemm_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gemm_s(self) -> float:
+        return self.decode_gemm_s + self.prefill_gemm_s
+
+
+def point_profile(point: dict, metrics_samples: list[dict] | None = None) -> PointGemm:
+    m = point["metrics"]
+    running = [s["num_requests_running"] for s in (metrics_samples or [])
+               if s.get("point") == point["label"] and s.get("num_requests_running", 0) > 0]
+    if running:
+        batch, src = sum(running) / len(running), f"mean of {len(running)} /metrics samples"
+    else:
+        c = point.get("concurrency") or point.get("max_concurrency") or m["completed"]
+        batch, src = float(max(1, min(c, m["completed"] or 1))), "assumed min(concurrency, requests): no /metrics samples"
+    n = m["completed"]
+    return PointGemm(point["label"], batch, src, n, m["total_output_tokens"],
+                     m["total_input_tokens"] / n if n else 0.0, m["duration_s"], m["output_throughput"])
+
+
+def gemm_time(pg: PointGemm, table: KernelTable, backend: str) -> PointGemm:
+    out = PointGemm(**{k: v for k, v in pg.__dict__.items() if k not in ("decode_gemm_s", "prefill_gemm_s", "notes")})
+    steps = pg.output_tokens / pg.batch if pg.batch else 0.0
+    out.decode_gemm_s = steps * table.step_us(backend, pg.batch) * 1e-6
+    out.prefill_gemm_s = pg.requests * table.step_us(backend, max(1.0, pg.input_len)) * 1e-6
+    return out
+
+
+def compare(label: str, cand: PointGemm, base: PointGemm, table: KernelTable, cand_backend: str,
+            base_backend: str) -> dict:
+    """The measured gap of cand over base at one load point, and what the GEMMs alone predict."""
+    g_base = gemm_time(base, table, base_backend)
+    g_cand_at_base = gemm_time(base, table, cand_backend)  # cand's kernels, base's batch profile
+    g_cand = gemm_time(cand, table, cand_backend)
+    measured = cand.output_throughput / base.output_throughput - 1 if base.output_throughput else float("nan")
+    d = base.duration_s
+    denom = d - g_base.gemm_s + g_cand_at_base.gemm_s
+    predicted = d / denom - 1 if denom > 0 else float("nan")
+    return {
+        "point": label,
+        "batch_candidate": cand.batch, "batch_baseline": base.batch,
+        "batch_source": base.batch_source,
+        "measured_gap_pct": 100 * measured,
+        "gemm_predicted_gap_pct": 100 * predicted,
+        "not_explained_pct": 100 * (measured - predicted),
+        "gemm_s_candidate": g_cand.gemm_s, "gemm_s_baseline": g_base.gemm_s,
+        "gemm_share_candidate": g_cand.gemm_s / cand.duration_s if cand.duration_s else float("nan"),
+        "gemm_share_baseline": g_base.gemm_s / base.duration_s if base.duration_s else float("nan"),
+        "decode_gemm_s_baseline": g_base.decode_gemm_s, "prefill_gemm_s_baseline": g_base.prefill_gemm_s,
+    }
+
+
+def shapes_match(table: KernelTable, model_config: dict | None) -> bool | None:
+    if not model_config:
+        return None
+    from .kernels.shapes import from_config
+
+    try:
+        want = {(g.n, g.k) for g in from_config(model_config)}
+    except Exception:
+        return None
+    return want == {(s["n"], s["k"]) for s in table.shapes} and table.layers == model_config.get("num_hidden_layers")

@@ -1,0 +1,101 @@
+"""PNG charts for the report (matplotlib, no display). Each function takes plain data and a path."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+Series = dict[str, list[tuple[float, float]]]  # label -> [(x, y)]
+
+
+def _save(fig, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def lines(path: Path, series: Series, xlabel: str, ylabel: str, title: str, logx: bool = True,
+          refs: list[dict] | None = None, dashed: Series | None = None, hline0: bool = False) -> str:
+    """One line per series; refs = [{"label", "points": [(x|None, y)]}] drawn as markers (or a flat line
+    across the chart for points without x); dashed = series drawn dashed (predictions)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for label, pts in series.items():
+        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    for label, pts in (dashed or {}).items():
+        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x", label=label)
+    for ref in refs or []:
+        xs = [p for p in ref["points"] if p[0] is not None]
+        flat = [p for p in ref["points"] if p[0] is None]
+        if xs:
+            ax.plot([p[0] for p in xs], [p[1] for p in xs], linestyle=":", marker="s", label=ref["label"])
+        for _, y in flat:
+            ax.axhline(y, linestyle=":", color="gray")
+            ax.annotate(ref["label"], xy=(0.01, y), xycoords=("axes fraction", "data"), fontsize=7, color="gray",
+                        va="bottom")
+    if hline0:
+        ax.axhline(0, color="black", linewidth=0.6)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def percentiles(path: Path, data: dict[str, dict[str, list[tuple[float, float, float]]]], xlabel: str) -> str:
+    """data: metric -> engine -> [(x, p50, p99)]; one panel per metric, p50 solid and p99 dashed."""
+    metrics = list(data)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for i, (engine, pts) in enumerate(data[metric].items()):
+            pts = sorted(pts)
+            color = f"C{i}"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color, label=f"{engine} p50")
+            ax.plot([p[0] for p in pts], [p[2] for p in pts], linestyle="--", color=color, label=f"{engine} p99")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{metric} (ms)")
+        ax.set_title(metric, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    return _save(fig, path)
+
+
+def panels(path: Path, data: dict[str, Series], xlabel: str, ylabel: str, title: str, logy: bool = True,
+           hline: float | None = None) -> str:
+    """One panel per key (e.g. per GEMM shape), one line per series."""
+    keys = list(data)
+    cols = min(3, len(keys))
+    rows = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.4 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, keys, strict=False):
+        for label, pts in data[key].items():
+            pts = sorted(pts)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
+        if hline is not None:
+            ax.axhline(hline, color="black", linewidth=0.6)
+        ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)

@@ -1,0 +1,48 @@
+import pytest
+
+from llmcompare import attribution as A
+
+
+def table():
+    # two shapes, 2 layers; backend "fast" takes 10 µs per GEMM at any M <= 64, "slow" 20 µs; both 4x at M=256
+    pts = {b: {s: [(1, t), (64, t), (256, 4 * t)] for s in ("a", "b")} for b, t in (("fast", 10.0), ("slow", 20.0))}
+    return A.KernelTable(pts, [{"name": "a", "n": 8, "k": 8}, {"name": "b", "n": 8, "k": 8}], layers=2)
+
+
+def test_interpolation_is_log_log_and_linear_past_the_end():
+    t = table()
+    assert t.gemm_us("fast", "a", 32) == pytest.approx(10.0)
+    assert t.gemm_us("fast", "a", 128) == pytest.approx(20.0)  # halfway in log M between 10 and 40 -> sqrt(10*40)
+    assert t.gemm_us("fast", "a", 512) == pytest.approx(80.0)  # linear in M past 256
+    assert t.step_us("slow", 8) == pytest.approx(2 * (20 + 20))
+
+
+def test_gap_prediction_by_hand():
+    t = table()
+    # baseline: 100 requests, 1000 output tokens at batch 10 -> 100 steps of 2 layers * 2 GEMMs * 20 µs = 8 ms;
+    # prefill 100 requests at M=64 -> 100 * 80 µs = 8 ms. GEMM total 16 ms of a 1 s run.
+    base = A.PointGemm("c=10", 10.0, "test", 100, 1000, 64.0, 1.0, 1000.0)
+    cand = A.PointGemm("c=10", 10.0, "test", 100, 1000, 64.0, 0.8, 1250.0)
+    r = A.compare("c=10", cand, base, t, "fast", "slow")
+    assert r["gemm_s_baseline"] == pytest.approx(0.016)
+    assert r["measured_gap_pct"] == pytest.approx(25.0)
+    # with the fast kernels the baseline would take 1 - 0.016 + 0.008 s
+    assert r["gemm_predicted_gap_pct"] == pytest.approx(100 * (1 / 0.992 - 1))
+    assert r["not_explained_pct"] == pytest.approx(25.0 - 100 * (1 / 0.992 - 1))
+
+
+def test_backend_from_log_then_scenario_then_kind():
+    assert A.engine_backend({"kernels": {"AutoAWQMarlinLinearMethod": "MacheteLinearKernel"}})[0] == "machete"
+    assert A.engine_backend({"kernels": {}}, {"gemm_backend": "marlin"})[0] == "marlin"
+    assert A.engine_backend({"kind": "lmdeploy"})[0] == "turbomind"
+    assert A.engine_backend({"kind": "openai"})[0] is None
+
+
+def test_batch_from_metrics_samples():
+    point = {"label": "c=4", "concurrency": 4, "metrics": {"completed": 8, "total_output_tokens": 80,
+                                                           "total_input_tokens": 160, "duration_s": 2.0,
+                                                           "output_throughput": 40.0}}
+    samples = [{"point": "c=4", "num_requests_running": v} for v in (0, 4, 3, 0)] + [{"point": "c=1", "num_requests_running": 1}]
+    pg = A.point_profile(point, samples)
+    assert pg.batch == pytest.approx(3.5) and pg.input_len == 20
+    assert A.point_profile(point, []).batch == 4.0
