@@ -37,6 +37,11 @@ def cmd_serve_bench(a: argparse.Namespace) -> int:
         print(f"error: {e}\nresults so far: {e.run_dir}", file=sys.stderr)
         return 1
     print(run_dir)
+    failed = runner.failed_requests(run_dir)
+    if failed:
+        print(f"warning: the run completed, but {failed} requests failed (see 'errors' per point in "
+              f"{run_dir / 'run.json'})", file=sys.stderr)
+        return 3
     return 0
 
 

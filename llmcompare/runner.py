@@ -17,7 +17,7 @@ import aiohttp
 from . import checkpoint, engines, loadgen, metrics
 from .monitor import MetricsSampler
 from .results import ServeRun, append_jsonl, new_run_dir, now
-from .scenario import Engine, Scenario, expand
+from .scenario import Engine, Scenario, ScenarioError, expand
 from .server import ServerError, ServerProcess, free_port, served_models
 from .workload import Prompts, load_tokenizer
 
@@ -30,8 +30,12 @@ class RunFailed(RuntimeError):
 
 def prepare_model(s: Scenario) -> str:
     path = expand(s.model.path)
-    if Path(path).exists() or s.model.make is None:
+    if Path(path).exists():
         return path
+    if s.model.make is None:
+        if path.startswith(("/", "~", ".")):
+            raise ScenarioError(f"model.path: {path} does not exist (and model.make is not set to build it)")
+        return path  # a hub id: the engines resolve it from their local cache
     mk = s.model.make
     print(f"model {path} is missing: making it (preset {mk.preset}, quant {mk.quant}, {mk.dtype}, seed {mk.seed})",
           file=sys.stderr)
@@ -125,6 +129,11 @@ def _bench_engine(s: Scenario, run: ServeRun, e: Engine, model_path: str, prompt
         # kernels chosen lazily (first batch of a size) appear after start-up: read the log again
         facts = engines.kind(e.kind).read_log(log_path.read_text(errors="replace"))
         run.engine(e.name, status="complete", kernels=facts.kernels)
+
+
+def failed_requests(run_dir: Path) -> int:
+    run = json.loads((Path(run_dir) / "run.json").read_text())
+    return sum((p.get("metrics") or {}).get("failed", 0) for e in run["engines"].values() for p in e["points"])
 
 
 def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None) -> Path:

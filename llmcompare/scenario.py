@@ -274,6 +274,8 @@ def validate(s: Scenario) -> Scenario:
     if wl.dataset in ("sharegpt", "jsonl"):
         if not wl.path:
             raise ScenarioError(f"workload.path: required for dataset {wl.dataset}")
+        if not os.path.isfile(expand(wl.path)):
+            raise ScenarioError(f"workload.path: {wl.path!r} is not a readable file")
     _positive("workload.input_len", wl.input_len)
     _positive("workload.output_len", wl.output_len)
     _positive("workload.num_prompts", wl.num_prompts)

@@ -75,6 +75,12 @@ BAD = [
      "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind"),
     (setter("kernel_bench", {"m": [0]}), "s.yaml: kernel_bench.m[0]: must be > 0, got 0"),
     (deleter("load"), "s.yaml: load: give at least one of concurrency (a list of integers) or request_rate"),
+    (lambda d: d["workload"].update(dataset="jsonl", path="/nonexistent/prompts.jsonl"),
+     "s.yaml: workload.path: '/nonexistent/prompts.jsonl' is not a readable file"),
+    (setter("engines.0.gemm_backend", "cutlass"),
+     "s.yaml: engines[0].gemm_backend: unknown backend 'cutlass'; valid: cublas, marlin, machete, turbomind"),
+    (setter("references", [{"label": "x", "metric": "speed"}]),
+     "s.yaml: references[0].metric: 'speed' is not valid; valid: output_throughput, request_throughput, gap_pct, gemm_s"),
 ]
 
 
@@ -118,3 +124,13 @@ def test_env_expansion(monkeypatch):
     monkeypatch.delenv("LLMC_UNSET", raising=False)
     assert scenario.expand("${LLMC_X}/bin") == "/opt/x/bin"
     assert scenario.expand("${LLMC_UNSET:-/d}/bin") == "/d/bin"
+
+
+def test_missing_model_path_is_reported_before_anything_starts(tmp_path, cli):
+    import subprocess
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**BASE, "model": {"path": "/nonexistent/model"}, "output_dir": str(tmp_path)}))
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    assert "model.path: /nonexistent/model does not exist (and model.make is not set to build it)" in p.stderr

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# On the lent H200, once scripts/gpu/bundle.py's chunks are installed (/tmp/llmc): serve-bench or kernel-bench of
+# scenarios/qwen-awq-h200.yaml, results under $OUT (the device's return folder) or runs/.
+#   bash scripts/gpu/h200.sh serve turbomind            # makes the model first if /tmp/llmc/models lacks it
+#   bash scripts/gpu/h200.sh serve vllm vllm-marlin
+#   bash scripts/gpu/h200.sh kernels
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source /tmp/llmc/env.sh
+export PYTHONPATH=$PWD:$LLMC_TOOLS_SITE PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TQDM_MININTERVAL=10
+what=$1; shift
+case $what in
+  serve) python3 -m llmcompare.cli serve-bench qwen-awq-h200 --engines "$@" --output-dir "${OUT:-runs}" ;;
+  kernels) PYTHONPATH=$PYTHONPATH:$LLMC_VLLM_SITE:$LLMC_LMDEPLOY_SITE LD_LIBRARY_PATH=$LLMC_CU12_LD_PATH \
+           python3 -m llmcompare.cli kernel-bench qwen-awq-h200 --output-dir "${OUT:-runs}" "$@" ;;
+  *) echo "usage: $0 serve ENGINE... | kernels" >&2; exit 2 ;;
+esac
