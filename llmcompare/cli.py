@@ -66,7 +66,7 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from . import report
 
-    out = report.build_report(a.runs, a.out, a.baseline)
+    out = report.build_report(a.runs, a.out, a.baseline, a.references)
     print(out)
     return 0
 
@@ -106,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("runs", nargs="+", help="serve-bench and kernel-bench run directories")
     rp.add_argument("--out", help="report directory (default: beside the first run, report-<time>)")
     rp.add_argument("--baseline", help="engine the gaps are measured against (default: the first vLLM engine)")
+    rp.add_argument("--references", metavar="SCENARIO", help="also overlay the published references of this scenario")
     rp.set_defaults(func=cmd_report)
 
     mm = sub.add_parser("make-model", help="write a random-weight Qwen2 checkpoint with the real Qwen tokenizer")

@@ -6,6 +6,7 @@ python in a subprocess, and choices are read from the server's log.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -55,7 +56,8 @@ def lmdeploy_command(e: Engine, model: str, port: int, tokenizer: str | None) ->
 
 
 _VLLM_KERNEL = re.compile(r"Using (\w+) for (\w+)")
-_VLLM_VERSION = re.compile(r"vLLM API server version ([\w.+-]+)")
+_VLLM_VERSION = re.compile(r"(?:vLLM API server version |Initializing a V1 LLM engine \(v)([\w.+-]+)")
+_VLLM_ATTENTION = re.compile(r"Using (FlashAttention version \d+|\w+ attention backend|\w+_ATTN\w* backend)")
 _LMDEPLOY_FALLBACK = "Fallback to pytorch engine"
 
 
@@ -66,6 +68,8 @@ def vllm_log(text: str) -> LogFacts:
             facts.kernels[method] = kernel
     if m := _VLLM_VERSION.search(text):
         facts.version = m.group(1)
+    if m := _VLLM_ATTENTION.search(text):
+        facts.notes.append(m.group(0))
     return facts
 
 
@@ -139,8 +143,9 @@ def engine_version(e: Engine, timeout_s: float = 60.0) -> str | None:
     else:
         return None
     code = f"import importlib.metadata as m; print(m.version({k.module!r}))"
+    env = {**os.environ, **{key: expand(v) for key, v in e.env.items()}}  # e.g. its PYTHONPATH
     try:
-        out = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+        out = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None

@@ -42,6 +42,28 @@ class PointRun:
     partial: bool = False  # stopped before every request finished
     abort_reason: str | None = None
     unfinished: int = 0  # requests sent or due but not finished when it stopped
+    loop_lag_ms: list[float] = field(default_factory=list)  # how late 10 ms sleeps of the client's loop woke up
+
+    def client_health(self) -> dict:
+        """The client's own load: a loop that wakes late delays every timestamp it takes by as much."""
+        lag = sorted(self.loop_lag_ms)
+        if not lag:
+            return {}
+        return {"loop_lag_p50_ms": lag[len(lag) // 2], "loop_lag_p99_ms": lag[min(len(lag) - 1, int(len(lag) * 0.99))],
+                "loop_lag_max_ms": lag[-1], "loop_lag_samples": len(lag)}
+
+
+async def idle_loop_lag(seconds: float = 0.5) -> float:
+    """p99 lateness (ms) of 10 ms sleeps with nothing in flight: the floor of the loop-lag measurement (epoll
+    waits in whole milliseconds, so a timer can wake up to ~1 ms late on an idle loop)."""
+    lags = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        await asyncio.sleep(0.01)
+        lags.append((time.perf_counter() - t - 0.01) * 1000.0)
+    lags.sort()
+    return lags[min(len(lags) - 1, int(len(lags) * 0.99))]
 
 
 def plan(load: Load, workload: Workload) -> list[LoadPoint]:
@@ -132,9 +154,14 @@ async def run_point(session: aiohttp.ClientSession, url: str, model: str, point:
         await asyncio.gather(*tasks)
 
     async def watch() -> None:
+        last_check = time.perf_counter()
         while not stop.is_set():
-            await asyncio.sleep(0.2)
-            check_abort()
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            run.loop_lag_ms.append((time.perf_counter() - t - 0.01) * 1000.0)
+            if time.perf_counter() - last_check > 0.2:
+                last_check = time.perf_counter()
+                check_abort()
 
     t0 = time.perf_counter()
     if point.concurrency is not None:

@@ -18,7 +18,8 @@ def _nearest(series: list[tuple[float, float]], x: float | None) -> list[tuple[f
     return [min(series, key=lambda p: abs(math.log(p[0]) - math.log(x)))] if series else []
 
 
-def references_section(doc, refs: list[dict], gaps: dict[str, list[tuple[float, float]]], kruns: list[dict]) -> None:
+def references_section(doc, refs: list[dict], gaps: dict[str, list[tuple[float, float]]], kruns: list[dict],
+                       baseline: str | None = None) -> None:
     if not refs:
         return
     doc.h(2, "Published references")
@@ -40,8 +41,10 @@ def references_section(doc, refs: list[dict], gaps: dict[str, list[tuple[float, 
                 where = "across the sweep" if p["x"] is None else f"at x = {near[0][0]:g}"
                 verdict = ("agrees" if len(within) == len(near) else
                            "agrees at some points only" if within else "does not agree")
+                against = ("" if not r.get("baseline") or r["baseline"] == baseline else
+                           f" (note: published against {r['baseline']}, measured here against {baseline})")
                 doc.p(f"{r['label']}: published {p['y']:+g}%; measured {where}: {lo:+.1f}% to {hi:+.1f}% "
-                      f"-> {verdict} (tolerance ±{GAP_TOLERANCE_PP:g} pp).")
+                      f"-> {verdict} (tolerance ±{GAP_TOLERANCE_PP:g} pp){against}.")
         elif r["metric"] == "gemm_s":
             for run in kruns:
                 pts = {(q["backend"], q["shape"], q["m"]): q for q in run["points"] if q.get("status") == "ok"}

@@ -254,7 +254,8 @@ def attribution_section(doc: Doc, engines: dict[str, dict], baseline: str | None
     return predicted
 
 
-def build_report(paths: list[str], out_dir: str | None = None, baseline: str | None = None) -> Path:
+def build_report(paths: list[str], out_dir: str | None = None, baseline: str | None = None,
+                 references_from: str | None = None) -> Path:
     serve, kruns = load_runs(paths)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(out_dir) if out_dir else Path(paths[0]).resolve().parent / f"report-{stamp}"
@@ -267,6 +268,12 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
     if baseline is None and engines:
         baseline = next((lb for lb, e in engines.items() if e.get("kind") == "vllm"), next(iter(engines)))
     refs = [r for run in serve for r in run["scenario"].get("references", [])]
+    if references_from:  # published series kept in another scenario file (e.g. qwen-awq)
+        import dataclasses
+
+        from . import scenario
+
+        refs += [dataclasses.asdict(r) for r in scenario.load(references_from).references]
     for r in refs:
         r["chart_points"] = [(p["x"], p["y"]) for p in r["points"]]
     gaps = serve_section(doc, out, engines, baseline, refs) if serve else {}
@@ -279,7 +286,7 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
                              refs=[{"label": r["label"], "points": r["chart_points"]}
                                    for r in refs if r["metric"] == "gap_pct"], dashed=predicted),
                 "Measured and GEMM-predicted gap, with published gaps")
-    references_section(doc, refs, gaps, kruns)
+    references_section(doc, refs, gaps, kruns, baseline)
     (out / "report.md").write_text(doc.markdown())
     (out / "report.html").write_text(doc.html("llmcompare report"))
     return out

@@ -21,6 +21,8 @@ from .scenario import Engine, Scenario, ScenarioError, expand
 from .server import ServerError, ServerProcess, free_port, served_models
 from .workload import Prompts, load_tokenizer
 
+CLIENT_LAG_WARN_MS = 1.0  # p99 event-loop lag beyond the idle floor above which a point is flagged
+
 
 class RunFailed(RuntimeError):
     def __init__(self, message: str, run_dir: Path):
@@ -49,6 +51,8 @@ async def _drive(s: Scenario, run: ServeRun, ename: str, base_url: str, model_na
     req_path, met_path = run.path(ename, "requests.jsonl"), run.path(ename, "metrics.jsonl")
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+        idle_lag_ms = await loadgen.idle_loop_lag()
+        run.engine(ename, client_idle_loop_lag_p99_ms=idle_lag_ms)
         for idx, point in enumerate(loadgen.plan(s.load, s.workload)):
             specs = prompts.sample(point.num_prompts, stream=2 * idx + 1)
             if s.load.warmup_requests:
@@ -82,6 +86,12 @@ async def _drive(s: Scenario, run: ServeRun, ename: str, base_url: str, model_na
                 entry["token_counts"] = metrics.fill_token_counts(records, prompts.count_tokens)
                 entry["metrics"] = metrics.compute(records, pr.duration_s if pr else 0.0, s.percentiles, s.slo)
                 entry["finished_at"] = now()
+                entry["client"] = pr.client_health() if pr else {}
+                lag = entry["client"].get("loop_lag_p99_ms")
+                if lag is not None and lag > idle_lag_ms + CLIENT_LAG_WARN_MS:
+                    entry.setdefault("warnings", []).append(
+                        f"the client's event loop woke up {lag:.1f} ms late (p99; {idle_lag_ms:.1f} ms when idle): "
+                        "the load generator is busy, and its timestamps may carry up to the difference in delay")
                 if pr is None or pr.partial:
                     entry["status"] = "partial"
                     entry["unfinished"] = pr.unfinished if pr else point.num_prompts
@@ -91,6 +101,8 @@ async def _drive(s: Scenario, run: ServeRun, ename: str, base_url: str, model_na
             if pr.abort_reason:
                 raise ServerError(pr.abort_reason)
             m = entry["metrics"]
+            for w in entry.get("warnings", []):
+                print(f"warning: {ename} {point.label}: {w}", file=sys.stderr)
             print(f"{ename} {point.label}: {m['completed']} ok, {m['failed']} failed, "
                   f"{m['output_throughput']:.1f} output tok/s, median TTFT {m['median_ttft_ms']:.1f} ms, "
                   f"median TPOT {m['median_tpot_ms']:.2f} ms", file=sys.stderr)

@@ -38,11 +38,12 @@ def test_backend_from_log_then_scenario_then_kind():
     assert A.engine_backend({"kind": "openai"})[0] is None
 
 
-def test_batch_from_metrics_samples():
-    point = {"label": "c=4", "concurrency": 4, "metrics": {"completed": 8, "total_output_tokens": 80,
-                                                           "total_input_tokens": 160, "duration_s": 2.0,
-                                                           "output_throughput": 40.0}}
+def test_decode_batch_by_littles_law_with_the_engine_gauge_beside_it():
+    # 4 req/s, each in decode for 0.9 s on average -> 3.6 requests decoding at any time
+    point = {"label": "c=4", "concurrency": 4, "metrics": {
+        "completed": 8, "total_output_tokens": 80, "total_input_tokens": 160, "duration_s": 2.0,
+        "output_throughput": 40.0, "request_throughput": 4.0, "mean_e2el_ms": 1000.0, "mean_ttft_ms": 100.0}}
     samples = [{"point": "c=4", "num_requests_running": v} for v in (0, 4, 3, 0)] + [{"point": "c=1", "num_requests_running": 1}]
     pg = A.point_profile(point, samples)
-    assert pg.batch == pytest.approx(3.5) and pg.input_len == 20
-    assert A.point_profile(point, []).batch == 4.0
+    assert pg.batch == pytest.approx(3.6) and pg.input_len == 20
+    assert pg.batch_source == "Little's law (client); engine /metrics said 3.5"

@@ -45,6 +45,20 @@ def test_vllm_log_kernel_choice():
     facts = engines.vllm_log(log)
     assert facts.kernels == {"AutoAWQMarlinLinearMethod": "MacheteLinearKernel"}
     assert facts.version == "0.26.0"
+    log2 = ("(EngineCore pid=1211) INFO [core.py:116] Initializing a V1 LLM engine (v0.26.0) with config: ...\n"
+            "(EngineCore pid=1211) INFO [flash_attn.py:776] Using FlashAttention version 3\n")
+    facts = engines.vllm_log(log2)
+    assert facts.version == "0.26.0" and facts.notes == ["Using FlashAttention version 3"]
+
+
+def test_version_is_asked_of_the_engine_environment(tmp_path):
+    import sys
+
+    pkg = tmp_path / "site" / "vllm-0.0.1.dist-info"
+    pkg.mkdir(parents=True)
+    (pkg / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n")
+    e = Engine(name="v", kind="vllm", python=sys.executable, env={"PYTHONPATH": str(tmp_path / "site")})
+    assert engines.engine_version(e) == "0.0.1"
 
 
 def test_lmdeploy_fallback_is_an_error():

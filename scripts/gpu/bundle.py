@@ -39,7 +39,8 @@ ENGINES = {"vllm": "vllm==0.26.0", "lmdeploy": "lmdeploy==0.18.0"}
 HOST_TORCH = {"torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
 # Not imported when these servers run an AWQ Qwen2 model on one Hopper GPU (VLLM_USE_FLASHINFER_SAMPLER=0):
 EXCLUDE = {
-    "flashinfer-python", "tilelang", "apache-tvm-ffi", "torch-c-dlpack-ext", "z3-solver", "tokenspeed-mla",
+    # (apache-tvm-ffi is kept: xgrammar imports tvm_ffi, and vLLM's request path imports xgrammar)
+    "flashinfer-python", "tilelang", "torch-c-dlpack-ext", "z3-solver", "tokenspeed-mla",
     "tokenspeed-triton", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-cu12",
     "nvidia-cutlass-dsl-libs-cu13", "nvidia-cutlass-dsl-libs-core", "nvidia-cudnn-frontend", "quack-kernels",
     "cuda-tile", "humming-kernels", "nvidia-cuda-cccl", "nvidia-cuda-nvcc", "nvidia-cuda-nvdisasm", "nvidia-cuda-crt",
