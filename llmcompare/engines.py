@@ -86,13 +86,9 @@ def lmdeploy_log(text: str) -> LogFacts:
     return facts
 
 
-def default_args(kind: str) -> list[str]:
-    """Arguments llmcompare adds by default, before the scenario's own (which win where they repeat)."""
-    return {
-        "vllm": [],
-        "lmdeploy": ["--backend", "turbomind"],
-        "openai": [],
-    }[kind]
+def default_args(kind: str) -> dict[str, str]:
+    """Flags llmcompare adds when the scenario's own arguments do not give them: flag -> value."""
+    return {"vllm": {}, "lmdeploy": {"--backend": "turbomind"}, "openai": {}}[kind]
 
 
 @dataclass
@@ -121,8 +117,10 @@ def server_command(e: Engine, model: str, port: int, tokenizer: str | None = Non
     if k.command is None:
         raise ScenarioError(f"engine {e.name!r}: kind {e.kind} is not launched by llmcompare (give base_url)")
     cmd = k.command(e, model, port, tokenizer)
-    extra = [a for a in default_args(e.kind) if a not in cmd]
-    return cmd + extra if extra else cmd
+    for flag, value in default_args(e.kind).items():
+        if flag not in cmd:
+            cmd += [flag, value]
+    return cmd
 
 
 def engine_version(e: Engine, timeout_s: float = 60.0) -> str | None:

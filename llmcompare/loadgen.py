@@ -12,6 +12,7 @@ Warm-up requests run before the clock starts and are not recorded. Each finished
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import time
@@ -163,6 +164,10 @@ async def run_point(session: aiohttp.ClientSession, url: str, model: str, point:
                 last_check = time.perf_counter()
                 check_abort()
 
+    # no cyclic-GC pauses inside the measurement: a gen-2 pass over a point's records can stall the loop for
+    # milliseconds, and every timestamp taken after it carries the stall (collected once the point ends)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     t0 = time.perf_counter()
     if point.concurrency is not None:
         main = asyncio.create_task(closed(point.concurrency, t0))
@@ -179,6 +184,9 @@ async def run_point(session: aiohttp.ClientSession, url: str, model: str, point:
             t.cancel()  # on abort or Ctrl-C: requests still in flight are not recorded
         await asyncio.gather(watcher, stopped, main, return_exceptions=True)
         run.duration_s = time.perf_counter() - t0  # vLLM: from the start to the last request's end
+        if gc_was_enabled:
+            gc.enable()
+            gc.collect()
         if run.abort_reason or len(run.records) < n:
             run.partial = True
             run.unfinished = n - len(run.records)

@@ -25,49 +25,74 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TTFT_MS, ITL_MS, OUTPUT_LEN, INPUT_LEN = 20.0, 5.0, 64, 16
-CONCURRENCY = [1, 16, 64, 128, 256, 384]
+CONCURRENCY = [1, 16, 64, 128, 256, 384, 512]
 
 
 # ---- the scheduled server -------------------------------------------------------------------------------------
-def serve(port: int) -> None:
-    from aiohttp import web
+class _Sched(asyncio.Protocol):
+    """A bare HTTP/1.1 server on asyncio (keep-alive, chunked SSE): far cheaper per chunk than a framework, so
+    that the clients, not the server, are what runs out first."""
 
     late_ms: list[float] = []
 
-    async def completions(request):
-        t0 = time.monotonic()
-        body = await request.json()
-        n = int(body.get("max_tokens", OUTPUT_LEN))
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        for i in range(n):
-            target = t0 + (TTFT_MS + i * ITL_MS) / 1000
-            delay = target - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            late_ms.append((time.monotonic() - target) * 1000)
-            await resp.write(b'data: {"choices":[{"index":0,"text":" a","finish_reason":null}]}\n\n')
-        usage = {"prompt_tokens": INPUT_LEN, "completion_tokens": n, "total_tokens": INPUT_LEN + n}
-        await resp.write(b'data: {"choices":[],"usage":' + json.dumps(usage).encode() + b"}\n\ndata: [DONE]\n\n")
-        return resp
+    def connection_made(self, transport):
+        self.t, self.buf, self.loop = transport, b"", asyncio.get_running_loop()
 
-    async def stats(request):
-        s = sorted(late_ms)
-        out = {"sends": len(s), "p50_late_ms": s[len(s) // 2] if s else 0, "p99_late_ms": s[int(len(s) * .99)] if s else 0}
-        if request.query.get("reset"):
-            late_ms.clear()
-        return web.json_response(out)
+    def data_received(self, data):
+        self.buf += data
+        while (i := self.buf.find(b"\r\n\r\n")) >= 0:
+            head = self.buf[:i].decode("latin-1")
+            n = next((int(ln.split(":", 1)[1]) for ln in head.split("\r\n") if ln.lower().startswith("content-length")), 0)
+            if len(self.buf) < i + 4 + n:
+                return
+            body, self.buf = self.buf[i + 4:i + 4 + n], self.buf[i + 4 + n:]
+            method, path = head.split(" ", 2)[:2]
+            self.handle(method, path, body)
 
-    async def ok(_):
-        return web.Response(text="ok")
+    def reply(self, obj: dict) -> None:
+        b = json.dumps(obj).encode()
+        self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(b), b))
 
-    async def models(_):
-        return web.json_response({"object": "list", "data": [{"id": "sched", "object": "model"}]})
+    def chunk(self, data: bytes) -> None:
+        self.t.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    app = web.Application()
-    app.add_routes([web.post("/v1/completions", completions), web.get("/health", ok), web.get("/v1/models", models),
-                    web.get("/stats", stats)])
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    def handle(self, method: str, path: str, body: bytes) -> None:
+        if path.startswith("/stats"):
+            s = sorted(_Sched.late_ms)
+            self.reply({"sends": len(s), "p50_late_ms": s[len(s) // 2] if s else 0,
+                        "p99_late_ms": s[int(len(s) * .99)] if s else 0})
+            if "reset" in path:
+                _Sched.late_ms.clear()
+        elif path.startswith("/v1/models"):
+            self.reply({"object": "list", "data": [{"id": "sched", "object": "model"}]})
+        elif method == "POST":
+            n = int(json.loads(body).get("max_tokens", OUTPUT_LEN))
+            self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            t0 = self.loop.time()
+            for i in range(n):
+                self.loop.call_at(t0 + (TTFT_MS + i * ITL_MS) / 1000, self.send, t0 + (TTFT_MS + i * ITL_MS) / 1000,
+                                  i == n - 1, n)
+        else:
+            self.reply({"status": "ok"})
+
+    def send(self, target: float, last: bool, n: int) -> None:
+        _Sched.late_ms.append((self.loop.time() - target) * 1000)
+        if self.t.is_closing():
+            return
+        self.chunk(b'data: {"choices":[{"index":0,"text":" a","finish_reason":null}]}\n\n')
+        if last:
+            usage = json.dumps({"prompt_tokens": INPUT_LEN, "completion_tokens": n, "total_tokens": INPUT_LEN + n})
+            self.chunk(b'data: {"choices":[],"usage":' + usage.encode() + b"}\n\ndata: [DONE]\n\n")
+            self.t.write(b"0\r\n\r\n")
+
+
+def serve(port: int) -> None:
+    async def main():
+        server = await asyncio.get_running_loop().create_server(_Sched, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
 
 
 # ---- the clients ----------------------------------------------------------------------------------------------

@@ -24,9 +24,10 @@ def test_lmdeploy_command_line_defaults_to_turbomind():
         "--server-name", "127.0.0.1", "--server-port", "23333", "--model-format", "awq", "--backend", "turbomind"]
 
 
-def test_lmdeploy_backend_given_is_not_repeated():
-    e = Engine(name="tm", kind="lmdeploy", command=["lmdeploy"], args=["--backend", "turbomind"])
-    assert engines.server_command(e, "/m", 1).count("--backend") == 1
+def test_lmdeploy_backend_given_is_not_repeated_nor_overridden():
+    e = Engine(name="tm", kind="lmdeploy", command=["lmdeploy"], args=["--backend", "pytorch"])
+    cmd = engines.server_command(e, "/m", 1)
+    assert cmd.count("--backend") == 1 and cmd[-2:] == ["--backend", "pytorch"] and "turbomind" not in cmd
 
 
 def test_openai_kind_is_not_launched():

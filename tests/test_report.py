@@ -102,3 +102,14 @@ def test_html_renders_in_headless_chromium_with_every_chart(report, tmp_path):
     shot = tmp_path / "page.png"
     subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,2000", url], capture_output=True, timeout=120)
     assert shot.stat().st_size > 20_000
+
+
+def test_two_runs_of_the_same_engines_are_compared_side_by_side(tmp_path):
+    other = tmp_path / "report-serve-again"
+    shutil.copytree(SERVE, other)
+    out = build_report([str(SERVE), str(other)], str(tmp_path / "r"), baseline="report-serve/vllm-a")
+    rows = md_rows((out / "report.md").read_text(), "engine")
+    assert {r[0] for r in rows} == {"report-serve/vllm-a", "report-serve/vllm-b", "report-serve-again/vllm-a",
+                                    "report-serve-again/vllm-b"}
+    gaps = md_rows((out / "report.md").read_text().split("### Gap against report-serve/vllm-a", 1)[1], "engine")
+    assert [r[4] for r in gaps if r[0] == "report-serve-again/vllm-a"] == ["0.0", "0.0"]  # the same numbers
