@@ -123,7 +123,7 @@ def serve_section(doc: Doc, out: Path, engines: dict[str, dict], baseline: str |
                          (pt.get("server_metrics") or {}).get("mean_num_requests_running")])
     doc.table(["engine", "point", "status", "ok", "failed", "req/s", "output tok/s", "total tok/s", "TTFT p50 ms",
                "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms", "E2EL p50 ms",
-               "mean running"], rows)
+               "running (engine's /metrics)"], rows)
     thr = {lb: [(_x(p), p["metrics"]["output_throughput"]) for p in e["points"] if p.get("metrics") and _x(p)]
            for lb, e in engines.items()}
     doc.img(charts.lines(out / "throughput.png", thr, "concurrency (or request rate)", "output tokens/s",

@@ -172,4 +172,23 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
         run.finish("failed", str(ex))
         raise RunFailed(str(ex), run.dir) from None
     run.finish("complete")
+    print(summary(run.data), file=sys.stderr)
     return run.dir
+
+
+def summary(data: dict) -> str:
+    """The short table printed last (p99 columns read nan when 99 is not among the scenario's percentiles)."""
+    nan = float("nan")
+    head = f"{'engine':<14}{'point':<10}{'ok':>5}{'fail':>5}{'req/s':>8}{'out tok/s':>11}{'TTFT p50':>10}{'p99':>9}" \
+           f"{'TPOT p50':>10}{'p99':>8}{'ITL p99':>9}"
+    lines = [head]
+    for name, e in data["engines"].items():
+        for p in e["points"]:
+            m = p.get("metrics") or {}
+            if not m:
+                continue
+            lines.append(f"{name:<14}{p['label']:<10}{m['completed']:>5}{m['failed']:>5}{m['request_throughput']:>8.2f}"
+                         f"{m['output_throughput']:>11.1f}{m['median_ttft_ms']:>10.1f}{m.get('p99_ttft_ms', nan):>9.1f}"
+                         f"{m['median_tpot_ms']:>10.2f}{m.get('p99_tpot_ms', nan):>8.2f}"
+                         f"{m.get('p99_itl_ms', nan):>9.2f}")
+    return "\n".join(lines) + "\n(latencies in ms; see run.json for every percentile)"

@@ -4,14 +4,15 @@
 #   bash scripts/gpu/h200.sh serve turbomind            # makes the model first if /tmp/llmc/models lacks it
 #   bash scripts/gpu/h200.sh serve vllm vllm-marlin
 #   bash scripts/gpu/h200.sh kernels
+# SCENARIO=name picks another scenario (default qwen-awq-h200).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source /tmp/llmc/env.sh
 export PYTHONPATH=$PWD:$LLMC_TOOLS_SITE PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TQDM_MININTERVAL=10
 what=$1; shift
 case $what in
-  serve) python3 -m llmcompare.cli serve-bench qwen-awq-h200 --engines "$@" --output-dir "${OUT:-runs}" ;;
+  serve) python3 -m llmcompare.cli serve-bench "${SCENARIO:-qwen-awq-h200}" --engines "$@" --output-dir "${OUT:-runs}" ;;
   kernels) PYTHONPATH=$PYTHONPATH:$LLMC_VLLM_SITE:$LLMC_LMDEPLOY_SITE LD_LIBRARY_PATH=$LLMC_CU12_LD_PATH \
-           python3 -m llmcompare.cli kernel-bench qwen-awq-h200 --output-dir "${OUT:-runs}" "$@" ;;
+           python3 -m llmcompare.cli kernel-bench "${SCENARIO:-qwen-awq-h200}" --output-dir "${OUT:-runs}" "$@" ;;
   *) echo "usage: $0 serve ENGINE... | kernels" >&2; exit 2 ;;
 esac
