@@ -46,7 +46,9 @@ class MetricsSampler:
             try:
                 async with self.session.get(self.url, timeout=aiohttp.ClientTimeout(total=2)) as r:
                     if r.status == 200:
-                        vals = parse_prometheus(await r.text())
+                        # parsed off the event loop: a large /metrics page takes ~1 ms to parse, which would
+                        # delay the load generator's timestamps
+                        vals = await asyncio.to_thread(parse_prometheus, await r.text())
                         if vals:
                             self.samples.append((time.perf_counter() - self.t0, vals))
                     else:

