@@ -55,7 +55,9 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
     if a.m:
         o.setdefault("kernel_bench", {})["m"] = a.m
     for item in a.python or []:
-        b, _, py = item.partition("=")
+        b, eq, py = item.partition("=")
+        if not eq or not py:
+            raise ScenarioError(f"--python {item!r}: expected BACKEND=PYTHON, e.g. marlin=/envs/vllm/bin/python")
         o.setdefault("kernel_bench", {}).setdefault("python", {})[b] = py
     s = scenario.load(a.scenario, o)
     out = bench.kernel_bench(s, sys.argv)

@@ -50,8 +50,12 @@ class PointRun:
         lag = sorted(self.loop_lag_ms)
         if not lag:
             return {}
-        return {"loop_lag_p50_ms": lag[len(lag) // 2], "loop_lag_p99_ms": lag[min(len(lag) - 1, int(len(lag) * 0.99))],
-                "loop_lag_max_ms": lag[-1], "loop_lag_samples": len(lag)}
+        return {"loop_lag_p50_ms": lag[len(lag) // 2], "loop_lag_p99_ms": _p99(lag), "loop_lag_max_ms": lag[-1],
+                "loop_lag_samples": len(lag)}
+
+
+def _p99(sorted_values: list[float]) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * 0.99))]
 
 
 async def idle_loop_lag(seconds: float = 0.5) -> float:
@@ -63,8 +67,7 @@ async def idle_loop_lag(seconds: float = 0.5) -> float:
         t = time.perf_counter()
         await asyncio.sleep(0.01)
         lags.append((time.perf_counter() - t - 0.01) * 1000.0)
-    lags.sort()
-    return lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+    return _p99(sorted(lags))
 
 
 def plan(load: Load, workload: Workload) -> list[LoadPoint]:

@@ -343,7 +343,10 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         parts = key.strip().split(".")
         for p in parts[:-1]:
             d = d.setdefault(p, {})
-        d[parts[-1]] = yaml.safe_load(raw)
+        try:
+            d[parts[-1]] = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ScenarioError(f"--set {item!r}: the value is not valid YAML: {e}") from None
     return out
 
 

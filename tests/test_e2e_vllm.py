@@ -22,7 +22,7 @@ def scenario_file(tmp_path, vllm_py, model, **load):
                      "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"},
                      "startup_timeout_s": 400}],
         "workload": {"dataset": "random", "input_len": 64, "output_len": 16, "num_prompts": 6, "seed": 3},
-        "load": {"concurrency": [1, 3], "warmup_requests": 1, "metrics_interval_s": 0.1, **load},
+        "load": {"concurrency": [1, 3], "warmup_requests": 1, "metrics_interval_s": 0.5, **load},
         "output_dir": str(tmp_path / "runs"),
     }
     f = tmp_path / "e2e.yaml"
@@ -64,11 +64,16 @@ def test_two_load_points_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
         assert m["total_output_tokens"] == sum(r["output_tokens"] for r in mine) == 6 * 16  # usage, ignore_eos
         assert m["total_input_tokens"] == sum(r["prompt_tokens"] for r in mine) == 6 * 64  # exact prompt length
         assert m["output_tokens_from_usage"] == 6
-        assert 0 < m["median_ttft_ms"] < m["median_e2el_ms"]
+        assert 0 < m["median_ttft_ms"] <= m["median_e2el_ms"]
         assert m["request_throughput"] > 0 and m["output_throughput"] > 0
     for r in reqs:
         assert r["success"] and r["output_tokens_source"] == "usage"
-        assert 0 < r["ttft_ms"] < r["e2el_ms"] and len(r["chunk_ms"]) == 16
+        assert 0 < r["ttft_ms"] <= r["e2el_ms"] and len(r["chunk_ms"]) == 16
+    # one stream at a time: tokens arrive spread out, so TTFT is below E2EL. (At concurrency 3 this 2-core machine
+    # sometimes delivers a whole stream in one read, with the client's loop stalled too: TTFT == E2EL, reported
+    # as measured; see the run's client.loop_lag_* fields.)
+    first = eng["points"][0]["metrics"]
+    assert first["median_ttft_ms"] < first["median_e2el_ms"]
     samples = [json.loads(x) for x in (d / "vllm-cpu.metrics.jsonl").read_text().splitlines()]
     assert samples and "num_requests_running" in samples[0]
     assert "Application startup complete" in (d / "vllm-cpu.server.log").read_text()

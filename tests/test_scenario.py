@@ -134,3 +134,12 @@ def test_missing_model_path_is_reported_before_anything_starts(tmp_path, cli):
     p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert "model.path: /nonexistent/model does not exist (and model.make is not set to build it)" in p.stderr
+
+
+def test_bad_command_line_overrides(cli):
+    import subprocess
+
+    p = subprocess.run([*cli, "serve-bench", "demo", "--set", "load.concurrency=[1,"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--set 'load.concurrency=[1,': the value is not valid YAML" in p.stderr
+    p = subprocess.run([*cli, "kernel-bench", "qwen-awq", "--python", "marlin"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--python 'marlin': expected BACKEND=PYTHON" in p.stderr

@@ -21,6 +21,7 @@ from ..results import KERNEL_SCHEMA, host_info, new_run_dir, now, write_json
 from ..scenario import Scenario, expand
 from .backends import BACKENDS
 from .shapes import layers, unique_shapes
+from .worker import weight_bytes  # numpy only at import: no torch, no engine
 
 RTOL = 2e-3  # ||y - ref|| / ||ref|| against the fp32 product of the dequantized weight; fp16 output rounding is ~3e-4
 PROFILE_M = (1, 16, 64, 256, 4096)
@@ -30,8 +31,8 @@ CSV_FIELDS = ["backend", "shape", "n", "k", "m", "status", "rel_err", "graph_us"
 
 
 def point_bytes(backend: str, n: int, k: int, m: int, g: int) -> int:
-    w = 2 * n * k if backend == "cublas" else n * k // 2 + 2 * n * (k // g) + n * (k // g) // 2
-    return w + 2 * m * k + 2 * m * n
+    """Fewest bytes one call moves: the weight in the backend's format, x [M, K] and y [M, N] in fp16, once."""
+    return weight_bytes(backend, n, k, g) + 2 * m * k + 2 * m * n
 
 
 def derive(p: dict, ceil: dict, g: int) -> dict:
