@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from dataclasses import dataclass, field
 
-# what vLLM's log names -> kernel-bench backend
-VLLM_KERNELS = {"MacheteLinearKernel": "machete", "MarlinLinearKernel": "marlin"}
+from . import backends, engines
+from .results import EngineRecord, KernelRun, PointResult
 
 
 @dataclass
@@ -36,18 +37,17 @@ class KernelTable:
     layers: int
 
     @classmethod
-    def from_run(cls, run: dict) -> KernelTable:
-        shapes = [s for s in run["shapes"] if s.get("per_layer", 1) > 0]
+    def from_run(cls, run: KernelRun) -> KernelTable:
+        shapes = [s for s in run.shapes if s.get("per_layer", 1) > 0]
         names = {s["name"] for s in shapes}
         t: dict[str, dict[str, list[tuple[int, float]]]] = {}
-        for p in run["points"]:
-            if p.get("status") == "ok" and p["shape"] in names and (p.get("graph_us") or p.get("eager_us")):
-                t.setdefault(p["backend"], {}).setdefault(p["shape"], []).append(
-                    (p["m"], p.get("graph_us") or p["eager_us"]))
+        for p in run.points:
+            if p.status == "ok" and p.shape in names and p.time_us:
+                t.setdefault(p.backend, {}).setdefault(p.shape, []).append((p.m, p.time_us))
         for b in t.values():
             for s in b:
                 b[s].sort()
-        return cls(t, shapes, int(run.get("layers") or 0))
+        return cls(t, shapes, int(run.layers or 0))
 
     def gemm_us(self, backend: str, shape: str, m: float) -> float:
         pts = self.backend_us[backend][shape]
@@ -69,15 +69,16 @@ class KernelTable:
         return backend in self.backend_us and all(s["name"] in self.backend_us[backend] for s in self.shapes)
 
 
-def engine_backend(engine: dict, scenario_engine: dict | None = None) -> tuple[str | None, str]:
-    """(backend, how we know): from the server log, else the scenario's gemm_backend, else the engine kind."""
-    for kernel in (engine.get("kernels") or {}).values():
-        if kernel in VLLM_KERNELS:
-            return VLLM_KERNELS[kernel], f"server log: {kernel}"
+def engine_backend(engine: EngineRecord, scenario_engine: dict | None = None) -> tuple[str | None, str]:
+    """(backend, how we know): from the server log, else the scenario's gemm_backend, else the engine kind's."""
+    for kernel in engine.kernels.values():
+        if b := backends.from_log_name(kernel):
+            return b, f"server log: {kernel}"
     if scenario_engine and scenario_engine.get("gemm_backend"):
         return scenario_engine["gemm_backend"], "scenario gemm_backend"
-    if engine.get("kind") == "lmdeploy":
-        return "turbomind", "engine kind lmdeploy (--backend turbomind; a fallback would have failed the run)"
+    kind = engines.ENGINES.get(engine.kind)
+    if kind and kind.gemm_backend:
+        return kind.gemm_backend, f"engine kind {engine.kind} (its log names no kernel; a fallback would have failed the run)"
     return None, "unknown: the log names no kernel and the scenario sets no gemm_backend"
 
 
@@ -86,8 +87,8 @@ class PointGemm:
     label: str
     batch: float
     batch_source: str
-    requests: int
-    output_tokens: int
+    requests: float
+    output_tokens: float
     input_len: float
     duration_s: float
     output_throughput: float
@@ -100,18 +101,18 @@ class PointGemm:
         return self.decode_gemm_s + self.prefill_gemm_s
 
 
-def point_profile(point: dict, metrics_samples: list[dict] | None = None) -> PointGemm:
-    m = point["metrics"]
-    batch = m["request_throughput"] * (m["mean_e2el_ms"] - m["mean_ttft_ms"]) / 1000.0
+def point_profile(points: list[PointResult], running: list[float] | None = None) -> PointGemm:
+    """The mean over a point's usable repeats (whole-point figures: the model covers prefill and decode)."""
+    ms = [p.metrics for p in points]
+    mean = lambda f: statistics.fmean(f(m) for m in ms)  # noqa: E731
+    batch = mean(lambda m: m.request_throughput * (m.stat("mean_e2el_ms") - m.stat("mean_ttft_ms")) / 1000.0)
     src = "Little's law (client)"
-    running = [s["num_requests_running"] for s in (metrics_samples or [])
-               if s.get("point") == point["label"] and s.get("num_requests_running", 0) > 0]
     if running:
         src += f"; engine /metrics said {sum(running) / len(running):.1f}"
-    batch = max(1.0, batch)
-    n = m["completed"]
-    return PointGemm(point["label"], batch, src, n, m["total_output_tokens"],
-                     m["total_input_tokens"] / n if n else 0.0, m["duration_s"], m["output_throughput"])
+    n = mean(lambda m: m.completed)
+    return PointGemm(points[0].label, max(1.0, batch), src, n, mean(lambda m: m.total_output_tokens),
+                     mean(lambda m: m.total_input_tokens / m.completed if m.completed else 0.0),
+                     mean(lambda m: m.duration_s), mean(lambda m: m.output_throughput))
 
 
 def gemm_time(pg: PointGemm, table: KernelTable, backend: str) -> PointGemm:
@@ -122,28 +123,40 @@ def gemm_time(pg: PointGemm, table: KernelTable, backend: str) -> PointGemm:
     return out
 
 
+@dataclass
+class Attribution:
+    """The measured gap of a candidate over a baseline at one load point, and what the GEMMs alone predict."""
+
+    point: str
+    batch_candidate: float
+    batch_baseline: float
+    batch_source: str
+    measured_gap_pct: float
+    gemm_predicted_gap_pct: float
+    not_explained_pct: float
+    gemm_s_candidate: float
+    gemm_s_baseline: float
+    gemm_share_candidate: float
+    gemm_share_baseline: float
+    decode_gemm_s_baseline: float
+    prefill_gemm_s_baseline: float
+
+
 def compare(label: str, cand: PointGemm, base: PointGemm, table: KernelTable, cand_backend: str,
-            base_backend: str) -> dict:
-    """The measured gap of cand over base at one load point, and what the GEMMs alone predict."""
+            base_backend: str) -> Attribution:
     g_base = gemm_time(base, table, base_backend)
     g_cand_at_base = gemm_time(base, table, cand_backend)  # cand's kernels, base's batch profile
     g_cand = gemm_time(cand, table, cand_backend)
-    measured = cand.output_throughput / base.output_throughput - 1 if base.output_throughput else float("nan")
+    measured = cand.output_throughput / base.output_throughput - 1 if base.output_throughput else math.nan
     d = base.duration_s
     denom = d - g_base.gemm_s + g_cand_at_base.gemm_s
-    predicted = d / denom - 1 if denom > 0 else float("nan")
-    return {
-        "point": label,
-        "batch_candidate": cand.batch, "batch_baseline": base.batch,
-        "batch_source": cand.batch_source,
-        "measured_gap_pct": 100 * measured,
-        "gemm_predicted_gap_pct": 100 * predicted,
-        "not_explained_pct": 100 * (measured - predicted),
-        "gemm_s_candidate": g_cand.gemm_s, "gemm_s_baseline": g_base.gemm_s,
-        "gemm_share_candidate": g_cand.gemm_s / cand.duration_s if cand.duration_s else float("nan"),
-        "gemm_share_baseline": g_base.gemm_s / base.duration_s if base.duration_s else float("nan"),
-        "decode_gemm_s_baseline": g_base.decode_gemm_s, "prefill_gemm_s_baseline": g_base.prefill_gemm_s,
-    }
+    predicted = d / denom - 1 if denom > 0 else math.nan
+    return Attribution(
+        label, cand.batch, base.batch, cand.batch_source, 100 * measured, 100 * predicted,
+        100 * (measured - predicted), g_cand.gemm_s, g_base.gemm_s,
+        g_cand.gemm_s / cand.duration_s if cand.duration_s else math.nan,
+        g_base.gemm_s / base.duration_s if base.duration_s else math.nan,
+        g_base.decode_gemm_s, g_base.prefill_gemm_s)
 
 
 def shapes_match(table: KernelTable, model_config: dict | None) -> bool | None:

@@ -99,3 +99,66 @@ def panels(path: Path, data: dict[str, Series], xlabel: str, ylabel: str, title:
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
+
+
+Band = dict[str, list[tuple[float, float, float | None, float | None]]]  # label -> [(x, y, lo, hi)]
+
+
+def bands(path: Path, series: Band, xlabel: str, ylabel: str, title: str, logx: bool = True,
+          hline0: bool = False, dashed: Series | None = None, refs: list[dict] | None = None) -> str:
+    """One line per series with its 95% intervals as error bars (points without an interval: plain markers)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for i, (label, pts) in enumerate(series.items()):
+        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
+        if not pts:
+            continue
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        lo = [p[1] - p[2] if p[2] is not None else 0.0 for p in pts]
+        hi = [p[3] - p[1] if p[3] is not None else 0.0 for p in pts]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, color=f"C{i}", label=label)
+    for label, pts in (dashed or {}).items():
+        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x", label=label)
+    for ref in refs or []:
+        for x, y in ref["points"]:
+            if x is None:
+                ax.axhline(y, linestyle=":", color="gray")
+                ax.annotate(ref["label"], xy=(0.01, y), xycoords=("axes fraction", "data"), fontsize=7, color="gray")
+            else:
+                ax.plot([x], [y], linestyle="none", marker="s", color="gray")
+    if hline0:
+        ax.axhline(0, color="black", linewidth=0.6)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def timelines(path: Path, panels: dict[str, Series], windows: dict[str, tuple[float, float] | None],
+              ylabel: str, title: str) -> str:
+    """Per-second series, one panel per load point, one line per engine; each engine's steady-state window
+    shaded in its colour."""
+    keys = list(panels)
+    cols = min(3, len(keys))
+    rows = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.0 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, keys, strict=False):
+        for i, (label, pts) in enumerate(panels[key].items()):
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=f"C{i}", linewidth=1, label=label)
+            w = windows.get(f"{key}|{label}")
+            if w:
+                ax.axvspan(w[0], w[1], color=f"C{i}", alpha=0.08)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("seconds into the point")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)

@@ -12,7 +12,7 @@ from .scenario import ScenarioError, parse_set
 
 
 def _sigterm(signum, frame):
-    raise KeyboardInterrupt  # same clean-up path as Ctrl-C: servers stopped, completed points kept
+    raise KeyboardInterrupt("SIGTERM")  # same clean-up path as Ctrl-C: servers stopped, completed points kept
 
 
 def _overrides(a: argparse.Namespace) -> dict:
@@ -31,13 +31,23 @@ def cmd_serve_bench(a: argparse.Namespace) -> int:
     from . import runner, scenario
 
     s = scenario.load(a.scenario, _overrides(a))
+    from .envs import require
+
+    require(s.engines, a.engines)  # each `venv` is set up, before anything starts
+    from .preflight import preflight
+
+    preflight(s, a.engines)  # everything else that can be checked before a model is made or a server started
     try:
         run_dir = runner.serve_bench(s, sys.argv, a.engines)
     except runner.RunFailed as e:
         print(f"error: {e}\nresults so far: {e.run_dir}", file=sys.stderr)
         return 1
     print(run_dir)
-    failed = runner.failed_requests(run_dir)
+    failed, untrusted = runner.outcome(run_dir)
+    if untrusted:
+        print(f"warning: the run completed, but {untrusted} load points could not be trusted and are left out of "
+              f"every verdict (see 'trust' per point in {run_dir / 'run.json'})", file=sys.stderr)
+        return 4
     if failed:
         print(f"warning: the run completed, but {failed} requests failed (see 'errors' per point in "
               f"{run_dir / 'run.json'})", file=sys.stderr)
@@ -119,6 +129,10 @@ def parser() -> argparse.ArgumentParser:
     mm.add_argument("--seed", type=int, default=0)
     mm.add_argument("--group-size", type=int, default=128)
     mm.set_defaults(func=cmd_make_model)
+
+    from .cli_env import add_commands
+
+    add_commands(sub)  # setup, doctor
     return p
 
 
@@ -130,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: servers stopped; completed load points are kept in the run directory", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"interrupted{f' ({e})' if str(e) else ''}: servers stopped; completed load points are kept in the run "
+              "directory", file=sys.stderr)
         return 130
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -67,7 +67,7 @@ class SSEParser:
 
 @dataclass
 class RequestRecord:
-    index: int
+    index: int  # position in the point's request list
     prompt_len: int  # tokens, by the scenario's tokenizer
     output_len: int  # tokens asked for
     scheduled_s: float = 0.0  # when the request was due, seconds from the point's start
@@ -76,32 +76,47 @@ class RequestRecord:
     ttft_ms: float | None = None  # dispatch -> first chunk carrying a choice
     e2el_ms: float | None = None  # dispatch -> last chunk carrying a choice
     chunk_ms: list[float] = field(default_factory=list)  # arrival of each chunk carrying a choice, from dispatch
+    empty_last_chunk: bool = False  # the last choice chunk had no text and a finish_reason (lmdeploy's end chunk)
+    reads: int = 0  # socket reads that brought choice chunks: 1 means the whole stream came at once
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from usage, or re-tokenized (see output_tokens_source)
     output_tokens_source: str = "none"  # usage | retokenized | none
     status: int | None = None  # HTTP status
     error: str | None = None
     success: bool = False
+    cut_off: bool = False  # in flight when the engine died: neither its result nor its failure
     text: str = field(default="", repr=False)  # generated text; not saved, used to re-tokenize if needed
 
+    @property
+    def token_chunk_ms(self) -> list[float]:
+        """Arrivals of the chunks that carry tokens (all but an empty end chunk)."""
+        return self.chunk_ms[:-1] if self.empty_last_chunk and len(self.chunk_ms) > 1 else self.chunk_ms
+
     def itl_ms(self) -> list[float]:
+        """Gaps between chunks that carry tokens (a chunk may carry several: see tokens_per_chunk)."""
+        c = self.token_chunk_ms
+        return [b - a for a, b in zip(c, c[1:], strict=False)]
+
+    def itl_all_chunks_ms(self) -> list[float]:
+        """vLLM bench serve's ITL: gaps between all chunks carrying a choice, an empty end chunk included."""
         return [b - a for a, b in zip(self.chunk_ms, self.chunk_ms[1:], strict=False)]
 
+    @property
+    def tokens_per_chunk(self) -> float | None:
+        n = len(self.token_chunk_ms)
+        return self.output_tokens / n if self.output_tokens and n else None
+
     def to_json(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "text"}
-        return d
+        return {k: v for k, v in self.__dict__.items() if k != "text"}
 
 
-def completion_body(model: str, spec: RequestSpec, ignore_eos: bool, temperature: float) -> dict:
-    return {
-        "model": model,
-        "prompt": spec.prompt,
-        "max_tokens": spec.output_len,
-        "temperature": temperature,
-        "ignore_eos": ignore_eos,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+def completion_body(model: str, spec: RequestSpec, template: dict) -> dict:
+    """One request: the engine's body template (sampling, ignore_eos, streaming) with this prompt and length."""
+    return {"model": model, "prompt": spec.prompt, "max_tokens": spec.output_len, **template}
+
+
+def body_template(sampling: dict, ignore_eos: bool) -> dict:
+    return {**sampling, "ignore_eos": ignore_eos, "stream": True, "stream_options": {"include_usage": True}}
 
 
 async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict, rec: RequestRecord,
@@ -125,6 +140,7 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict
                 except StopAsyncIteration:
                     chunk = None
                 now = time.perf_counter()
+                had_choice = False
                 for data in parser.feed(chunk) if chunk is not None else parser.close():
                     if data.strip() == "[DONE]":
                         done = True
@@ -140,14 +156,18 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict
                     if "error" in msg and not msg.get("choices"):
                         rec.error = f"error event: {json.dumps(msg['error'])[:300]}"
                         return rec
-                    if msg.get("choices"):
+                    if choices := msg.get("choices"):
                         rec.chunk_ms.append((now - start) * 1000.0)
-                        rec.text += msg["choices"][0].get("text") or ""
+                        text = choices[0].get("text") or ""
+                        rec.text += text
+                        rec.empty_last_chunk = not text and choices[0].get("finish_reason") is not None
+                        had_choice = True
                     if usage := msg.get("usage"):
                         rec.prompt_tokens = usage.get("prompt_tokens")
                         if usage.get("completion_tokens") is not None:
                             rec.output_tokens = usage["completion_tokens"]
                             rec.output_tokens_source = "usage"
+                rec.reads += had_choice
                 if chunk is None:
                     break
     except asyncio.TimeoutError:

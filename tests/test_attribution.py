@@ -1,6 +1,7 @@
 import pytest
 
 from llmcompare import attribution as A
+from llmcompare.results import EngineRecord, Metrics, PointResult
 
 
 def table():
@@ -24,26 +25,25 @@ def test_gap_prediction_by_hand():
     base = A.PointGemm("c=10", 10.0, "test", 100, 1000, 64.0, 1.0, 1000.0)
     cand = A.PointGemm("c=10", 10.0, "test", 100, 1000, 64.0, 0.8, 1250.0)
     r = A.compare("c=10", cand, base, t, "fast", "slow")
-    assert r["gemm_s_baseline"] == pytest.approx(0.016)
-    assert r["measured_gap_pct"] == pytest.approx(25.0)
+    assert r.gemm_s_baseline == pytest.approx(0.016)
+    assert r.measured_gap_pct == pytest.approx(25.0)
     # with the fast kernels the baseline would take 1 - 0.016 + 0.008 s
-    assert r["gemm_predicted_gap_pct"] == pytest.approx(100 * (1 / 0.992 - 1))
-    assert r["not_explained_pct"] == pytest.approx(25.0 - 100 * (1 / 0.992 - 1))
+    assert r.gemm_predicted_gap_pct == pytest.approx(100 * (1 / 0.992 - 1))
+    assert r.not_explained_pct == pytest.approx(25.0 - 100 * (1 / 0.992 - 1))
 
 
 def test_backend_from_log_then_scenario_then_kind():
-    assert A.engine_backend({"kernels": {"AutoAWQMarlinLinearMethod": "MacheteLinearKernel"}})[0] == "machete"
-    assert A.engine_backend({"kernels": {}}, {"gemm_backend": "marlin"})[0] == "marlin"
-    assert A.engine_backend({"kind": "lmdeploy"})[0] == "turbomind"
-    assert A.engine_backend({"kind": "openai"})[0] is None
+    rec = lambda **kw: EngineRecord(name="e", **kw)  # noqa: E731
+    assert A.engine_backend(rec(kernels={"AutoAWQMarlinLinearMethod": "MacheteLinearKernel"}))[0] == "machete"
+    assert A.engine_backend(rec(kernels={}), {"gemm_backend": "marlin"})[0] == "marlin"
+    assert A.engine_backend(rec(kind="lmdeploy"))[0] == "turbomind"
+    assert A.engine_backend(rec(kind="openai"))[0] is None
 
 
 def test_decode_batch_by_littles_law_with_the_engine_gauge_beside_it():
     # 4 req/s, each in decode for 0.9 s on average -> 3.6 requests decoding at any time
-    point = {"label": "c=4", "concurrency": 4, "metrics": {
-        "completed": 8, "total_output_tokens": 80, "total_input_tokens": 160, "duration_s": 2.0,
-        "output_throughput": 40.0, "request_throughput": 4.0, "mean_e2el_ms": 1000.0, "mean_ttft_ms": 100.0}}
-    samples = [{"point": "c=4", "num_requests_running": v} for v in (0, 4, 3, 0)] + [{"point": "c=1", "num_requests_running": 1}]
-    pg = A.point_profile(point, samples)
+    m = Metrics(completed=8, total_output_tokens=80, total_input_tokens=160, duration_s=2.0, output_throughput=40.0,
+                request_throughput=4.0, stats={"mean_e2el_ms": 1000.0, "mean_ttft_ms": 100.0})
+    pg = A.point_profile([PointResult(concurrency=4, status="complete", metrics=m)], [4, 3])
     assert pg.batch == pytest.approx(3.6) and pg.input_len == 20
     assert pg.batch_source == "Little's law (client); engine /metrics said 3.5"

@@ -1,7 +1,14 @@
 """The offline bundle builder's choices (scripts/gpu/bundle.py); building a bundle needs PyPI and minutes."""
 
 import importlib.util
+import io
+import os
+import shutil
+import subprocess
+import tarfile
 from pathlib import Path
+
+import pytest
 
 spec = importlib.util.spec_from_file_location("bundle", Path(__file__).parents[1] / "scripts/gpu/bundle.py")
 bundle = importlib.util.module_from_spec(spec)
@@ -25,21 +32,148 @@ def test_host_package_list_is_read():
     assert "torch" in names and "transformers" in names and "vllm" not in names
 
 
-def test_parts_reassemble_on_the_host(tmp_path):
-    import io
-    import subprocess
-    import tarfile
-
-    src = tmp_path / "src" / "vllm-site"
-    src.mkdir(parents=True)
-    (src / "payload.bin").write_bytes(bytes(range(256)) * 4000)  # ~1 MB
+def _xz_tar(src_parent, name):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:xz") as t:
-        t.add(src, arcname="vllm-site")
+        t.add(src_parent / name, arcname=name)
+    return buf.getvalue()
+
+
+def _install(part, root):
+    return subprocess.run(["bash", str(part / "install.sh")], capture_output=True, text=True, check=True,
+                          env={"LLMC_ROOT": str(root), "PATH": "/usr/bin:/bin"}).stdout
+
+
+def test_parts_reassemble_on_the_host(tmp_path):
+    src = tmp_path / "src" / "site" / "vllm-0.26.0"
+    src.mkdir(parents=True)
+    (src / "payload.bin").write_bytes(bytes(range(256)) * 4000)  # ~1 MB, barely compressible
+    data = _xz_tar(tmp_path / "src", "site")
     out, root = tmp_path / "gpu", tmp_path / "host"
-    last = bundle.write_parts("vllm", buf.getvalue(), out, 2, size=len(buf.getvalue()) // 3 + 1)
-    assert last == 5 and sorted(p.name for p in out.iterdir()) == ["b3", "b4", "b5"]
-    msgs = [subprocess.run(["bash", str(out / b / "install.sh")], capture_output=True, text=True, check=True,
-                           env={"LLMC_ROOT": str(root), "PATH": "/usr/bin:/bin"}).stdout for b in ("b3", "b4", "b5")]
-    assert msgs[0].startswith("vllm part stored (1 of 3)") and msgs[2].startswith("vllm installed")
-    assert (root / "vllm-site" / "payload.bin").read_bytes() == (src / "payload.bin").read_bytes()
+    size = (len(data) - 1) // 3 + 1 + bundle.PART_SLACK
+    dirs = bundle.write_parts([("vllm-0.26.0", data)], out, size, "# env\n")
+    assert [d.name for d in dirs] == ["b1", "b2", "b3"]
+    msgs = [_install(d, root) for d in dirs]
+    assert msgs[0].startswith("vllm-0.26.0 part stored (1 of 3)") and msgs[2].startswith("vllm-0.26.0 installed")
+    assert (root / "site" / "vllm-0.26.0" / "payload.bin").read_bytes() == (src / "payload.bin").read_bytes()
+    assert (root / "env.sh").read_text() == "# env\n"
+
+
+def test_parts_are_filled_across_archives_and_each_fits(tmp_path):
+    archives = []
+    for name, nbytes in (("common", 300_000), ("lmdeploy-0.17.0", 700_000), ("vllm-0.26.0", 200_000)):
+        d = tmp_path / "src" / name / "site" / name
+        d.mkdir(parents=True)
+        (d / "blob").write_bytes(os.urandom(nbytes))
+        archives.append((name, _xz_tar(tmp_path / "src" / name, "site")))
+    size = 500_000
+    dirs = bundle.write_parts(archives, tmp_path / "gpu", size, "# env\n")
+    assert len(dirs) == 3  # 1.2 MB in parts of 500 kB less the slack: no part left half empty
+    assert all(sum(f.stat().st_size for f in d.iterdir()) <= size for d in dirs)
+    carried = [[ln.split()[0] for ln in (d / "ARCHIVES").read_text().splitlines()] for d in dirs]
+    assert carried == [["common", "lmdeploy-0.17.0"], ["lmdeploy-0.17.0"], ["lmdeploy-0.17.0", "vllm-0.26.0"]]
+    root = tmp_path / "host"
+    msgs = [_install(d, root) for d in dirs]
+    assert "common installed" in msgs[0] and "lmdeploy-0.17.0 part stored (1 of 3)" in msgs[0]
+    assert "lmdeploy-0.17.0 installed" in msgs[2] and "vllm-0.26.0 installed" in msgs[2]
+    for name, _ in archives:
+        assert (root / "site" / name / "blob").exists()
+
+
+def test_engine_specs_sites_and_env_names():
+    assert bundle.parse_spec("LMDeploy==0.17.0") == ("lmdeploy", "0.17.0")
+    assert bundle.env_key(bundle.site_name("lmdeploy", "0.17.0")) == "LMDEPLOY_0_17_0"
+    with pytest.raises(SystemExit, match="NAME==VERSION"):
+        bundle.parse_spec("lmdeploy>=0.17")
+    specs = ["vllm==0.26.0", "lmdeploy==0.17.0", "lmdeploy==0.18.0"]
+    assert bundle.resolve_order(specs) == ["lmdeploy==0.18.0", "lmdeploy==0.17.0", "vllm==0.26.0"]
+    assert bundle.archive_order(["vllm-0.26.0", "lmdeploy-0.17.0", "lmdeploy-0.18.0"]) == [
+        "lmdeploy-0.17.0", "lmdeploy-0.18.0", "vllm-0.26.0"]
+    assert bundle.DEFAULT_ENGINES == ["lmdeploy==0.18.0", "vllm==0.26.0"]
+
+
+def test_shared_dependencies_go_to_common_and_differing_versions_stay():
+    plans = {"lmdeploy-0.18.0": [("lmdeploy", "0.18.0"), ("fire", "0.7.1"), ("xgrammar", "0.2.6"), ("pydantic", "2.1")],
+             "lmdeploy-0.17.0": [("lmdeploy", "0.17.0"), ("fire", "0.7.1"), ("xgrammar", "0.2.5")],
+             "vllm-0.26.0": [("vllm", "0.26.0"), ("xgrammar", "0.2.6"), ("Pydantic", "2.2"), ("msgspec", "0.19")]}
+    common, own = bundle.share(plans)
+    assert common == [("fire", "0.7.1"), ("xgrammar", "0.2.6")]
+    assert own == {"lmdeploy-0.18.0": [("lmdeploy", "0.18.0"), ("pydantic", "2.1")],
+                   "lmdeploy-0.17.0": [("lmdeploy", "0.17.0"), ("xgrammar", "0.2.5")],
+                   "vllm-0.26.0": [("vllm", "0.26.0"), ("Pydantic", "2.2"), ("msgspec", "0.19")]}
+
+
+def test_older_version_prefers_the_newer_ones_dependencies(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_resolve(spec, work, prefer=()):
+        calls.append((spec, list(prefer)))
+        engine, version = bundle.parse_spec(spec)
+        return [(engine, version), ("fire", "0.7.1"), ("numpy", "2.5"), ("torch", "2.11.0+host")]
+
+    monkeypatch.setattr(bundle, "resolve", fake_resolve)
+    plans = bundle.plan_sites(["lmdeploy==0.17.0", "vllm==0.26.0", "lmdeploy==0.18.0"], tmp_path, {"numpy"})
+    assert list(plans) == ["lmdeploy-0.18.0", "lmdeploy-0.17.0", "vllm-0.26.0"]
+    assert plans["lmdeploy-0.17.0"] == [("lmdeploy", "0.17.0"), ("fire", "0.7.1")]
+    assert calls == [("lmdeploy==0.18.0", []), ("lmdeploy==0.17.0", [("fire", "0.7.1")]), ("vllm==0.26.0", [])]
+
+
+def _fake_python(tmp_path):
+    """A python3 for env.sh and the wrappers: prints the environment it was given."""
+    b = tmp_path / "bin"
+    b.mkdir(exist_ok=True)
+    (b / "python3").write_text('#!/bin/sh\ncase "$*" in *torch*) echo /sp;; *) echo "PP=$PYTHONPATH LD=$LD_LIBRARY_PATH ARGS=$*";; esac\n')
+    (b / "python3").chmod(0o755)
+    return f"{b}:/usr/bin:/bin"
+
+
+def test_env_sh_names_every_site_and_the_newest_of_each_engine(tmp_path):
+    sites = ["lmdeploy-0.18.0", "lmdeploy-0.17.0", "vllm-0.26.0"]
+    (tmp_path / "env.sh").write_text(bundle.env_sh(sites))
+    show = "echo $LLMC_PATH_LMDEPLOY_0_17_0 $LLMC_PATH_LMDEPLOY $LLMC_PY_VLLM $LLMC_CU12_LD_PATH $LLMC_TOOLS_SITE"
+    out = subprocess.run(["bash", "-euc", f"source {tmp_path}/env.sh; {show}"], capture_output=True, text=True,
+                         check=True, env={"LLMC_ROOT": "/r", "PATH": _fake_python(tmp_path)}).stdout.split()
+    assert out == ["/r/site/lmdeploy-0.17.0:/r/site/common", "/r/site/lmdeploy-0.18.0:/r/site/common",
+                   "/r/site/bin/python-vllm-0.26.0", "/r/site/cu12:/sp/nvidia/cu13/lib:/sp/nvidia/nccl/lib",
+                   "/r/site/tools"]
+
+
+def test_python_wrapper_puts_its_site_first(tmp_path):
+    sites = ["lmdeploy-0.17.0", "vllm-0.26.0"]
+    (tmp_path / "env.sh").write_text(bundle.env_sh(sites))
+    (tmp_path / "site" / "bin").mkdir(parents=True)
+    outs = {}
+    for s in sites:
+        w = tmp_path / "site" / "bin" / f"python-{s}"
+        w.write_text(bundle.python_wrapper(s))
+        w.chmod(0o755)
+        outs[s] = subprocess.run([str(w), "-m", "x"], capture_output=True, text=True, check=True,
+                                 env={"PATH": _fake_python(tmp_path), "PYTHONPATH": "/repo"}).stdout.strip()
+    r = str(tmp_path)
+    assert outs["lmdeploy-0.17.0"] == (f"PP={r}/site/lmdeploy-0.17.0:{r}/site/common:/repo "
+                                       f"LD={r}/site/cu12:/sp/nvidia/cu13/lib:/sp/nvidia/nccl/lib ARGS=-m x")
+    assert outs["vllm-0.26.0"] == f"PP={r}/site/vllm-0.26.0:{r}/site/common:/repo LD= ARGS=-m x"
+
+
+def test_cublas_shim_covers_lmdeploy_017_imports(tmp_path):
+    """0.17's _turbomind imports cublasSetMathMode and cublasGemmGroupedBatchedEx beyond 0.18's six (nm -D)."""
+    if not (shutil.which("gcc") and shutil.which("nm")):
+        pytest.skip("needs gcc and nm")
+    names = ["cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSetWorkspace_v2", "cublasGemmEx",
+             "cublasGetMathMode", "cublasSetMathMode", "cublasGemmGroupedBatchedEx"]
+    (tmp_path / "ext.c").write_text("".join(f"void {n}(void);" for n in names)
+                                    + "void f(void){" + "".join(f"{n}();" for n in names) + "}\n")
+    ext = tmp_path / "_turbomind.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(ext), str(tmp_path / "ext.c")], check=True)
+    (tmp_path / "map").write_text("libcublas.so.12 { global: cublas*; local: *; };\n")
+    here = Path(bundle.__file__).parent
+
+    def shim(*sources):
+        out = tmp_path / f"shim{len(sources)}.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), *map(str, sources), "-ldl",
+                        f"-Wl,--version-script={tmp_path / 'map'}"], check=True)
+        return out
+
+    assert bundle.missing_cublas([ext], shim(here / "cublas12_shim.c")) == {
+        str(ext): ["cublasGemmGroupedBatchedEx", "cublasSetMathMode"]}
+    assert bundle.missing_cublas([ext], shim(here / "cublas12_shim.c", here / "cublas12_shim_extra.c")) == {}

@@ -1,4 +1,4 @@
-"""Faults: misbehaving servers (stub, for faults a real engine cannot be made to produce), a real vLLM server that
+"""Faults: misbehaving servers (tests/fakeserver.py, for faults a real engine cannot be made to produce), a real vLLM server that
 does not become ready in time, a port already taken, and a write error on the results."""
 
 import json
@@ -8,12 +8,11 @@ import sys
 import time
 from pathlib import Path
 
+import fakeserver  # tests/fakeserver.py
 import pytest
 import yaml
 
-from llmcompare.server import free_port, http_get
-
-HERE = Path(__file__).resolve().parent
+from llmcompare.server import free_port
 
 
 @pytest.fixture
@@ -22,12 +21,8 @@ def fault_server():
 
     def start(mode: str) -> str:
         port = free_port()
-        procs.append(subprocess.Popen([sys.executable, str(HERE / "faultserver.py"), str(port), mode]))
-        for _ in range(100):
-            if http_get(f"http://127.0.0.1:{port}/health", 1)[0] == 200:
-                return f"http://127.0.0.1:{port}"
-            time.sleep(0.1)
-        raise RuntimeError("fault server did not start")
+        procs.append(fakeserver.launch(port, "--mode", mode))
+        return f"http://127.0.0.1:{port}"
 
     yield start
     for p in procs:
@@ -71,15 +66,16 @@ def test_misbehaving_server_failures_are_recorded_not_raised(tmp_path, tiny_mode
 
 
 def test_port_already_taken_is_a_clear_error_before_launch(tmp_path, tiny_model, cli):
+    # found by the checks before anything starts (issue 10 item 3): bad input, no run directory
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
         f = scenario(tmp_path, tiny_model, [{"name": "v", "kind": "vllm", "python": sys.executable, "port": port}])
         p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 1
-    assert f"v: port {port} on 127.0.0.1 is already in use" in p.stderr
-    assert run_json(tmp_path)["status"] == "failed"
+    assert p.returncode == 2, p.stderr
+    assert f"error: engines[0].port: {port} on 127.0.0.1 is already in use" in p.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.vllm

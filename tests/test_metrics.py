@@ -21,7 +21,7 @@ def test_hand_computed_point():
     # request 1: chunks at 50, 90 ms, 2 tokens -> TTFT 50, E2EL 90, TPOT 40, ITL 40
     # request 2: failed
     rs = [rec(0, [100.0, 110.0, 130.0], 3), rec(1, [50.0, 90.0], 2), rec(2, [], 0, ok=False)]
-    m = compute(rs, duration_s=2.0, percentiles=[50, 99], slo=Slo(ttft_ms=60))
+    m = compute(rs, duration_s=2.0, percentiles=[50, 99], slo=Slo(ttft_ms=60)).to_json()  # vLLM's key names
     assert m["completed"] == 2 and m["failed"] == 1
     assert m["total_input_tokens"] == 20 and m["total_output_tokens"] == 5
     assert m["request_throughput"] == pytest.approx(1.0)
@@ -38,12 +38,12 @@ def test_hand_computed_point():
 
 
 def test_single_token_output_has_no_tpot_and_counts_as_good():
-    m = compute([rec(0, [40.0], 1)], 1.0, [50], Slo(tpot_ms=1.0))
+    m = compute([rec(0, [40.0], 1)], 1.0, [50], Slo(tpot_ms=1.0)).to_json()
     assert m["mean_tpot_ms"] == 0.0 and m["good_requests"] == 1
 
 
 def test_no_slo_means_no_goodput():
-    assert compute([rec(0, [1.0, 2.0], 2)], 1.0, [50])["request_goodput"] is None
+    assert compute([rec(0, [1.0, 2.0], 2)], 1.0, [50]).request_goodput is None
 
 
 def test_missing_usage_is_retokenized_and_said():
@@ -52,4 +52,22 @@ def test_missing_usage_is_retokenized_and_said():
     src = fill_token_counts([r], lambda t: len(t.split()))
     assert r.output_tokens == 4 and src == {"usage": 0, "retokenized": 1}
     m = compute([r], 1.0, [50])
-    assert m["output_tokens_retokenized"] == 1 and m["output_tokens_from_usage"] == 0
+    assert m.output_tokens_retokenized == 1 and m.output_tokens_from_usage == 0
+
+
+def test_lmdeploy_style_stream_end_chunk_is_no_gap_and_tokens_per_chunk_are_counted():
+    # 6 tokens in 3 chunks of 2 (at 100, 120, 140 ms), then an end chunk without a token at 141 ms
+    r = rec(0, [100.0, 120.0, 140.0, 141.0], 6)
+    r.empty_last_chunk = True
+    m = compute([r], 1.0, [50])
+    assert m.stat("mean_itl_ms") == pytest.approx(20.0)  # gaps 20, 20: the end chunk is not a token
+    assert m.stat("mean_itl_all_chunks_ms") == pytest.approx(41 / 3)  # vLLM bench serve's: 20, 20, 1
+    assert m.mean_tokens_per_chunk == pytest.approx(2.0)
+    assert m.stat("mean_e2el_ms") == pytest.approx(141.0)  # E2EL stays vLLM's: the last chunk with a choice
+
+
+def test_cut_off_requests_are_neither_results_nor_failures():
+    cut = rec(1, [], 0, ok=False)
+    cut.cut_off = True
+    m = compute([rec(0, [1.0, 2.0], 2), cut], 1.0, [50])
+    assert m.completed == 1 and m.failed == 0 and m.errors == {}

@@ -68,17 +68,25 @@ BAD = [
     (lambda d: d["load"].update(concurrency=[]),
      "s.yaml: load: give at least one of concurrency (a list of integers) or request_rate"),
     (setter("load.request_rate", [0]), "s.yaml: load.request_rate[0]: must be > 0, got 0.0"),
-    (setter("load.arrival", "uniform"), "s.yaml: load.arrival: 'uniform' is not valid; valid: poisson, gamma"),
+    (setter("load.arrival", "uniform"), "s.yaml: load: unknown key 'arrival'; valid keys: concurrency, request_rate, "
+     "burstiness, max_concurrency, warmup_requests, request_timeout_s, metrics_interval_s, repeats, "
+     "restart_between_repeats, min_duration_s, max_prompts_per_point, max_attempts"),
+    (setter("load.concurrency", [4, 4]), "s.yaml: load.concurrency: [4] listed twice; each load point must be distinct "
+     "(use load.repeats to measure a point several times)"),
+    (setter("load.repeats", 0), "s.yaml: load.repeats: must be > 0, got 0"),
+    (setter("engines.0.kind", "sglang"), "s.yaml: engines[0].kind: 'sglang' is not valid; valid: vllm, lmdeploy, openai"),
     (setter("slo", {"ttft_ms": -5}), "s.yaml: slo.ttft_ms: must be > 0, got -5.0"),
     (setter("percentiles", [50, 100]), "s.yaml: percentiles[1]: must be in (0, 100), got 100.0"),
     (setter("kernel_bench", {"backends": ["exllama"]}),
-     "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind"),
+     "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind "
+     "(optionally with @LABEL, e.g. turbomind@0.17.0, to run it from another environment)"),
     (setter("kernel_bench", {"m": [0]}), "s.yaml: kernel_bench.m[0]: must be > 0, got 0"),
     (deleter("load"), "s.yaml: load: give at least one of concurrency (a list of integers) or request_rate"),
     (lambda d: d["workload"].update(dataset="jsonl", path="/nonexistent/prompts.jsonl"),
      "s.yaml: workload.path: '/nonexistent/prompts.jsonl' is not a readable file"),
     (setter("engines.0.gemm_backend", "cutlass"),
-     "s.yaml: engines[0].gemm_backend: unknown backend 'cutlass'; valid: cublas, marlin, machete, turbomind"),
+     "s.yaml: engines[0].gemm_backend: unknown backend 'cutlass'; valid: cublas, marlin, machete, turbomind "
+     "(optionally with @LABEL, e.g. turbomind@0.17.0, to run it from another environment)"),
     (setter("references", [{"label": "x", "metric": "speed"}]),
      "s.yaml: references[0].metric: 'speed' is not valid; valid: output_throughput, request_throughput, gap_pct, gemm_s"),
 ]

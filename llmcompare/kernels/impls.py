@@ -1,4 +1,4 @@
-"""The backends' int4 GEMMs, as vLLM 0.26 and lmdeploy 0.18 call them. Runs inside an engine's environment
+"""The backends' int4 GEMMs, as vLLM 0.26 and lmdeploy 0.17/0.18 call them. Runs inside an engine's environment
 (imported by worker.py only; needs torch, and vLLM's or lmdeploy's native library).
 
 Every backend is given the same AutoAWQ tensors for y[M, N] = x[M, K] @ W[K, N]:
@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import types
 
 import torch
 
@@ -126,54 +125,8 @@ class Machete:
 
 
 # ---- lmdeploy: TurboMind -----------------------------------------------------------------------------------
-def _turbomind_linear():
-    """lmdeploy.turbomind.linear without lmdeploy's package __init__ (which imports the serving stack)."""
-    if "lmdeploy.turbomind.linear" in sys.modules:
-        return sys.modules["lmdeploy.turbomind.linear"], sys.modules["lmdeploy.turbomind.weight_format"]
-    root = _package_dir("lmdeploy")
-    for name, path in (("lmdeploy", root), ("lmdeploy.turbomind", os.path.join(root, "turbomind"))):
-        if name not in sys.modules:
-            m = types.ModuleType(name)
-            m.__path__ = [path]
-            sys.modules[name] = m
-    import lmdeploy.turbomind._turbomind as _tm
-
-    sys.modules["lmdeploy.turbomind"]._tm = _tm
-    import lmdeploy.turbomind.linear as linear
-    import lmdeploy.turbomind.weight_format as wf
-
-    return linear, wf
-
-
-class TurboMind:
-    """lmdeploy TurboMind through its torch-facing linear API: weight plan, prepare_weight, tune (per M), call."""
-
-    name = "turbomind"
-
-    def __init__(self):
-        linear, wf = _turbomind_linear()
-        self.lin = linear.Linear()
-        self.wf = wf
-        self.plans: dict = {}
-
-    def prepare(self, t: dict) -> dict:
-        g = t["g"]
-        if g not in self.plans:
-            self.plans[g] = self.lin.get_weight_plan(weight_format=self.wf.AWQFormat(block_in=g), dtype=torch.float16)
-        w = self.lin.prepare_weight(t["qweight"], plan=self.plans[g], scales=t["scales"], zeros=t["qzeros"])
-        # one tuned plan per M, shared by every copy of the same shape's weight
-        return {"w": w, "ep": t.setdefault("turbomind_exec_plans", {}), "graph_ok": bool(w.is_graph_compatible)}
-
-    def setup(self, x: torch.Tensor, w: dict) -> None:
-        """Tunes the kernel choice for this M (lmdeploy measures the feasible kernels)."""
-        m = x.shape[0]
-        if m not in w["ep"]:
-            ep, _, _ = self.lin.tune(x, w["w"])
-            w["ep"][m] = ep
-
-    def __call__(self, x: torch.Tensor, w: dict, out: torch.Tensor | None = None) -> torch.Tensor:
-        y, _ = self.lin(x, w["w"], exec_plan=w["ep"][x.shape[0]], out=out)
-        return y
+# lmdeploy 0.18's torch-facing linear API or 0.17's _turbomind classes, whichever imports: see turbomind.py
+from .turbomind import TurboMind  # noqa: E402, F401  (llmcompare/backends.py names it impls:TurboMind)
 
 
 # ---- cuBLAS fp16 reference ----------------------------------------------------------------------------------
@@ -194,7 +147,6 @@ class Cublas:
         return torch.nn.functional.linear(x, w["w"])
 
 
-IMPLS = {"cublas": Cublas, "marlin": Marlin, "machete": Machete, "turbomind": TurboMind}
 
 
 def versions() -> dict:

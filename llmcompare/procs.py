@@ -1,0 +1,101 @@
+"""A child process that llmcompare owns: its own process group (so everything it forks is stopped with it), a
+deadline, a log file that is always closed, and TERM-then-KILL of the whole group on the way out."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+class ProcessTimeout(RuntimeError):
+    pass
+
+
+def group_alive(pgid: int, proc: subprocess.Popen | None = None) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if proc is not None:
+        proc.poll()  # a zombie leader keeps the group "alive" until reaped
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def stop_group(proc: subprocess.Popen, term_wait_s: float = 10.0) -> None:
+    """TERM the group, wait, then KILL it; returns once no process of the group is left."""
+    pgid = proc.pid  # the group id, since the leader started a new session
+    for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and group_alive(pgid, proc):
+            time.sleep(0.05)
+        if not group_alive(pgid, proc):
+            break
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class OwnedProcess:
+    """with OwnedProcess(cmd, log, timeout_s=...) as p: for line in p.lines(): ...  (stdout as text lines)."""
+
+    def __init__(self, cmd: list[str], log_path: Path, env: dict[str, str] | None = None, timeout_s: float = 3600.0):
+        self.cmd, self.log_path, self.env, self.timeout_s = cmd, Path(log_path), env, timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.started = 0.0
+
+    def __enter__(self) -> OwnedProcess:
+        self._log = open(self.log_path, "w")
+        try:
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=self.env,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            self._log.close()
+            raise
+        self.started = time.monotonic()
+        return self
+
+    def lines(self):
+        """stdout lines until it ends; raises ProcessTimeout past the deadline (the group is then stopped)."""
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        while True:
+            left = self.started + self.timeout_s - time.monotonic()
+            if left <= 0:
+                raise ProcessTimeout(f"{self.cmd[0]} ran past its {self.timeout_s:.0f} s deadline; stopped. "
+                                     f"Its log: {self.log_path}")
+            if not sel.select(timeout=min(left, 1.0)):
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                return
+            yield line
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None and exc[0] is None:
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    pass
+            stop_group(self.proc)
+        self._log.close()
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.returncode

@@ -1,0 +1,265 @@
+"""A fake OpenAI-compatible streaming server, for the tests and for scripts/client_capacity.py: it answers on a
+known schedule, or misbehaves on purpose (faults a real engine cannot be made to send).
+
+  python tests/fakeserver.py PORT [--mode ok|slow|500|cut|badjson|garbage] [--ttft-ms 2] [--itl-ms 2]
+                                  [--tokens-per-chunk 1] [--empty-final-chunk] [--cpu CORE]
+
+A bare HTTP/1.1 server on asyncio (keep-alive, chunked transfer, server-sent events), far cheaper per chunk than
+a web framework, so that under a load test the client, not the server, is what runs out first.
+
+Schedule (mode ok): for a request asking for n tokens (`max_tokens`), chunk j (0-based) is due at
+t0 + ttft_ms + j * itl_ms, t0 being when the request was read in full, on absolute deadlines (a late send does
+not push the next one back). Each chunk carries `tokens_per_chunk` tokens (the last one what is left), so there
+are ceil(n / tokens_per_chunk) chunks; `--empty-final-chunk` adds one more chunk on the same clock that carries
+a choice with no text and the finish reason, as lmdeploy's server sends under load. Usage (prompt_tokens 16,
+completion_tokens n) follows when the request asked for it (stream_options.include_usage), then [DONE].
+/v1/completions and /v1/chat/completions both stream (text or delta.content).
+
+GET /stats gives how late the server's own sends were against their deadlines ({"sends", "p50_late_ms",
+"p99_late_ms", "max_late_ms"}): the floor of the timing error any client can see. /stats?reset=1 also clears
+them. GET /health and /v1/models answer as vLLM's do.
+
+Faults: `slow` is ok with 50 ms TTFT and ITL unless given; `500` answers HTTP 500 with an error body; `cut`
+closes the connection half-way through the stream; `badjson` sends malformed JSON as the second chunk; `garbage`
+sends lines that are not server-sent events in place of every chunk, then [DONE].
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+MODES = ("ok", "slow", "500", "cut", "badjson", "garbage")
+PROMPT_TOKENS = 16
+MODEL = "fake-model"
+
+
+class Config:
+    def __init__(self, mode: str = "ok", ttft_ms: float | None = None, itl_ms: float | None = None,
+                 tokens_per_chunk: int = 1, empty_final_chunk: bool = False) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        default = 50.0 if mode == "slow" else 2.0
+        self.mode = mode
+        self.ttft_s = (default if ttft_ms is None else ttft_ms) / 1000.0
+        self.itl_s = (default if itl_ms is None else itl_ms) / 1000.0
+        self.tokens_per_chunk = max(1, tokens_per_chunk)
+        self.empty_final_chunk = empty_final_chunk
+
+
+def _frame(data: bytes) -> bytes:
+    """One HTTP chunk (chunked transfer encoding)."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+class _Stream:
+    """One streamed response's bytes, made once per request (the sends are then only writes)."""
+
+    def __init__(self, cfg: Config, chat: bool, n: int, usage: bool) -> None:
+        k = cfg.tokens_per_chunk
+        sizes = [min(k, n - i) for i in range(0, n, k)] or [0]
+
+        def choice(text: str, finish: str | None) -> dict:
+            if chat:
+                return {"index": 0, "delta": {"content": text}, "finish_reason": finish}
+            return {"index": 0, "text": text, "finish_reason": finish}
+
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        head = {"id": "cmpl-fake", "object": obj, "created": int(time.time()), "model": MODEL}
+        last_finish = None if cfg.empty_final_chunk else "length"
+        self.chunks = [_event({**head, "choices": [choice(" a" * s, last_finish if j == len(sizes) - 1 else None)]})
+                       for j, s in enumerate(sizes)]
+        if cfg.empty_final_chunk:
+            self.chunks.append(_event({**head, "choices": [choice("", "length")]}))
+        tail = b""
+        if usage:
+            tail += _event({**head, "choices": [], "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": n,
+                                                             "total_tokens": PROMPT_TOKENS + n}})
+        self.tail = tail + b"data: [DONE]\n\n"
+
+
+class FakeServer(asyncio.Protocol):
+    cfg = Config()
+    late_ms: list[float] = []
+
+    def connection_made(self, transport) -> None:
+        self.t = transport
+        self.buf = b""
+        self.loop = asyncio.get_running_loop()
+        self.close_after = False
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while (i := self.buf.find(b"\r\n\r\n")) >= 0:
+            head = self.buf[:i].decode("latin-1")
+            lines = head.split("\r\n")
+            hdr = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+            rest = self.buf[i + 4:]
+            if hdr.get("transfer-encoding", "").lower() == "chunked":
+                body, used = _dechunk(rest)
+                if body is None:
+                    return
+            else:
+                n = int(hdr.get("content-length", 0))
+                if len(rest) < n:
+                    return
+                body, used = rest[:n], n
+            self.buf = rest[used:]
+            method, path = lines[0].split(" ", 2)[:2]
+            self.close_after = hdr.get("connection", "").lower() == "close"
+            self.handle(method, path, body)
+
+    # ---- responses ----
+    def reply(self, obj: dict, status: str = "200 OK") -> None:
+        b = json.dumps(obj).encode()
+        self.t.write(b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (status.encode(), len(b), b))
+        if self.close_after:
+            self.t.close()
+
+    def handle(self, method: str, path: str, body: bytes) -> None:
+        cfg = FakeServer.cfg
+        if path.startswith("/stats"):
+            s = sorted(FakeServer.late_ms)
+            self.reply({"sends": len(s), "p50_late_ms": s[len(s) // 2] if s else 0.0,
+                        "p99_late_ms": s[min(len(s) - 1, int(len(s) * 0.99))] if s else 0.0,
+                        "max_late_ms": s[-1] if s else 0.0})
+            if "reset" in path:
+                FakeServer.late_ms.clear()
+        elif path.startswith("/v1/models"):
+            self.reply({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake",
+                                                    "max_model_len": 32768}]})
+        elif method == "POST" and path.split("?")[0] in ("/v1/completions", "/v1/chat/completions"):
+            t0 = self.loop.time()
+            try:
+                req = json.loads(body)
+            except ValueError:
+                return self.reply({"error": {"message": "body is not JSON"}}, "400 Bad Request")
+            if cfg.mode == "500":
+                return self.reply({"error": {"message": "injected failure"}}, "500 Internal Server Error")
+            n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            usage = bool((req.get("stream_options") or {}).get("include_usage"))
+            chat = "chat" in path
+            if not req.get("stream"):
+                text = " a" * n
+                choice = {"index": 0, "message": {"role": "assistant", "content": text}} if chat else {"index": 0, "text": text}
+                return self.reply({"id": "cmpl-fake", "model": MODEL, "choices": [{**choice, "finish_reason": "length"}],
+                                   "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": n,
+                                             "total_tokens": PROMPT_TOKENS + n}})
+            stream = _Stream(cfg, chat, n, usage)
+            self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+            m = len(stream.chunks)
+            for j in range(m):
+                due = t0 + cfg.ttft_s + j * cfg.itl_s
+                self.loop.call_at(due, self.send, due, stream, j, m)
+        else:
+            self.reply({"status": "ok"} if path.startswith("/health") else {"error": {"message": "not found"}},
+                       "200 OK" if path.startswith("/health") else "404 Not Found")
+
+    def send(self, due: float, stream: _Stream, j: int, m: int) -> None:
+        FakeServer.late_ms.append((self.loop.time() - due) * 1000.0)
+        if self.t.is_closing():
+            return
+        mode = FakeServer.cfg.mode
+        if mode == "cut" and j == m // 2:
+            self.t.close()  # the connection drops half-way through the stream
+            return
+        if mode == "badjson" and j == 1:
+            data = b'data: {"choices": [{"text": "x"\n\n'
+        elif mode == "garbage":
+            data = b"this is not server-sent events\n\n"
+        else:
+            data = stream.chunks[j]
+        if j == m - 1:
+            self.t.write(_frame(data + stream.tail) + b"0\r\n\r\n")
+            if self.close_after:
+                self.t.close()
+        else:
+            self.t.write(_frame(data))
+
+
+def _dechunk(b: bytes) -> tuple[bytes | None, int]:
+    """A chunked request body: (body, bytes used) once complete, (None, 0) while more is needed."""
+    out, pos = b"", 0
+    while True:
+        i = b.find(b"\r\n", pos)
+        if i < 0:
+            return None, 0
+        size = int(b[pos:i].split(b";")[0], 16)
+        if size == 0:
+            end = b.find(b"\r\n\r\n", i)
+            return (out, end + 4) if end >= 0 else (None, 0)
+        if len(b) < i + 2 + size + 2:
+            return None, 0
+        out += b[i + 2:i + 2 + size]
+        pos = i + 2 + size + 2
+
+
+def serve(port: int, cfg: Config, host: str = "127.0.0.1") -> None:
+    FakeServer.cfg = cfg
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(FakeServer, host, port, backlog=4096)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+# ---- for tests and scripts: start one in a subprocess ------------------------------------------------------------
+def launch(port: int, *args: str, python: str = sys.executable, timeout_s: float = 10.0) -> subprocess.Popen:
+    """Starts `python tests/fakeserver.py PORT *args` and waits until it answers /health; the caller stops it
+    (terminate, wait)."""
+    proc = subprocess.Popen([python, os.path.abspath(__file__), str(port), *args])
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"fake server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError(f"fake server on port {port} did not answer within {timeout_s:.0f} s")
+
+
+def stats(base_url: str, reset: bool = False) -> dict:
+    with urllib.request.urlopen(base_url + ("/stats?reset=1" if reset else "/stats"), timeout=10) as r:
+        return json.loads(r.read())
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("port", type=int)
+    ap.add_argument("--mode", choices=MODES, default="ok")
+    ap.add_argument("--ttft-ms", type=float, default=None, help="default 2 (50 for --mode slow)")
+    ap.add_argument("--itl-ms", type=float, default=None, help="default 2 (50 for --mode slow)")
+    ap.add_argument("--tokens-per-chunk", type=int, default=1)
+    ap.add_argument("--empty-final-chunk", action="store_true")
+    ap.add_argument("--cpu", type=int, default=None, help="pin the server to this core")
+    a = ap.parse_args(argv)
+    if a.cpu is not None:
+        os.sched_setaffinity(0, {a.cpu})
+    cfg = Config(a.mode, a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_final_chunk)
+    try:
+        serve(a.port, cfg)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

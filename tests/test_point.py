@@ -1,0 +1,158 @@
+"""One load point through the load loop (loadgen.run_point) against tests/fakeserver.py's known schedule: the closed
+and open loops, max_concurrency, queue time, abort -> partial with cut-off requests, lmdeploy-style chunks, and the
+steady-state window and per-second series computed from what it recorded."""
+
+import asyncio
+import math
+
+import aiohttp
+import fakeserver  # tests/fakeserver.py
+import pytest
+
+from llmcompare import loadgen, steady
+from llmcompare.client import body_template
+from llmcompare.engines import GREEDY
+from llmcompare.metrics import compute
+from llmcompare.results import LoadKey
+from llmcompare.server import free_port
+from llmcompare.workload import RequestSpec
+
+
+@pytest.fixture(scope="module")
+def server():
+    """TTFT 20 ms, then one token every 5 ms."""
+    port = free_port()
+    proc = fakeserver.launch(port, "--ttft-ms", "20", "--itl-ms", "5")
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def lmdeploy_like():
+    """Two tokens per chunk (a chunk every 10 ms) and an end chunk without a token, as lmdeploy streams under load."""
+    port = free_port()
+    proc = fakeserver.launch(port, "--ttft-ms", "10", "--itl-ms", "10", "--tokens-per-chunk", "2",
+                             "--empty-final-chunk")
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
+def specs(n: int, out: int = 8) -> list[RequestSpec]:
+    return [RequestSpec(f"prompt {i}", 16, out) for i in range(n)]
+
+
+def run(base: str, key: LoadKey, n: int, out: int = 8, abort=None, burstiness: float = 1.0):
+    async def go():
+        req = loadgen.Request(f"{base}/v1/completions", fakeserver.MODEL, body_template(GREEDY, True), 30.0)
+        async with aiohttp.ClientSession() as s:
+            return await loadgen.run_point(s, req, key, specs(n, out), burstiness, seed=1, abort=abort)
+
+    return asyncio.run(go())
+
+
+def spans(pr):
+    return [(r.dispatch_s, r.dispatch_s + r.e2el_ms / 1000) for r in pr.records if r.success]
+
+
+def max_in_flight(pr) -> int:
+    events = sorted([(a, 1) for a, _ in spans(pr)] + [(b, -1) for _, b in spans(pr)], key=lambda e: (e[0], e[1]))
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def test_closed_loop_keeps_c_in_flight_and_times_the_schedule(server):
+    pr = run(server, LoadKey(concurrency=4), 16)
+    assert not pr.partial and len(pr.records) == 16 and all(r.success for r in pr.records)
+    assert max_in_flight(pr) == 4
+    for r in pr.records:
+        assert len(r.chunk_ms) == 8 and r.reads >= 2 and r.output_tokens == 8
+        assert 19 <= r.ttft_ms < 60  # the server's 20 ms, plus the client and the loop
+        assert 54 <= r.e2el_ms < 120  # the last token is due at 20 + 7 * 5 ms (absolute deadlines: a late first
+        # chunk does not push the others back)
+        assert r.queue_ms < 20  # each worker sends as soon as its last request ended
+    m = compute(pr.records, pr.duration_s, [50])
+    assert m.stat("median_itl_ms") == pytest.approx(5.0, abs=2.5)
+    assert m.mean_tokens_per_chunk == 1.0
+
+
+def test_open_loop_with_max_concurrency_queues_in_the_client(server):
+    pr = run(server, LoadKey(request_rate=math.inf, max_concurrency=2), 6)
+    assert len(pr.records) == 6 and max_in_flight(pr) == 2
+    queued = sorted(r.queue_ms for r in pr.records)
+    # all 6 are due at 0; two at a time run ~55 ms each: the last pair waited two rounds in the client
+    assert queued[0] < 15 and queued[-1] > 80
+
+
+def test_open_loop_sends_on_the_seeded_schedule(server):
+    n, rate = 12, 40.0
+    pr = run(server, LoadKey(request_rate=rate), n)
+    due = loadgen.arrivals(n, rate, 1.0, 1)
+    by_index = sorted(pr.records, key=lambda r: r.index)
+    for r, t in zip(by_index, due, strict=True):
+        assert r.scheduled_s == pytest.approx(t)
+        assert 0 <= r.dispatch_s - t < 0.02  # sent when due (no cap: nothing to wait for)
+    assert max_in_flight(pr) > 1  # 40/s of ~60 ms requests overlap
+
+
+def test_abort_stops_sending_and_marks_requests_in_flight_as_cut_off(server):
+    async def go():
+        t0 = asyncio.get_running_loop().time()
+        req = loadgen.Request(f"{server}/v1/completions", fakeserver.MODEL, body_template(GREEDY, True), 30.0)
+        async with aiohttp.ClientSession() as s:
+            return await loadgen.run_point(
+                s, req, LoadKey(concurrency=2), specs(40, out=64), abort=lambda: (
+                    "server gone" if asyncio.get_running_loop().time() - t0 > 0.5 else None))
+
+    pr = asyncio.run(go())
+    assert pr.partial and pr.abort_reason == "server gone"
+    finished = [r for r in pr.records if not r.cut_off]
+    assert 0 < len(finished) < 40 and pr.unfinished == 40 - len(finished)
+    # the fake server does not die, so the requests in flight finish normally here and are kept as results
+    assert all(r.success for r in finished)
+
+
+def test_lmdeploy_style_chunks_count_tokens_not_chunks(lmdeploy_like):
+    pr = run(lmdeploy_like, LoadKey(concurrency=2), 4, out=8)
+    for r in pr.records:
+        assert len(r.chunk_ms) == 5 and r.empty_last_chunk  # 4 chunks of 2 tokens, then the end chunk
+        assert r.tokens_per_chunk == 2.0 and len(r.itl_ms()) == 3 and len(r.itl_all_chunks_ms()) == 4
+    m = compute(pr.records, pr.duration_s, [50])
+    assert m.mean_tokens_per_chunk == 2.0 and m.stat("median_itl_ms") == pytest.approx(10.0, abs=4)  # a chunk / 10 ms
+
+
+def test_steady_window_excludes_ramp_up_and_drain(server):
+    c, n = 4, 24
+    pr = run(server, LoadKey(concurrency=c), n)
+    st = steady.steady(pr.records, c)
+    sends = sorted(r.dispatch_s for r in pr.records)
+    assert st.start_s == sends[2 * c - 1] and st.end_s == sends[-1]
+    # inside it c requests are always in flight, each ~55 ms for 8 tokens: about c * 8 / 0.055 tok/s
+    e2el_s = sum(r.e2el_ms for r in pr.records) / n / 1000
+    assert st.output_throughput == pytest.approx(c * 8 / e2el_s, rel=0.25)
+    assert st.requests_inside > 0 and len(st.sub_output_throughput) == steady.SUB_WINDOWS
+    assert steady.steady(pr.records[:11], c) is None  # fewer than three waves: no window of a whole wave
+    first22 = sorted(pr.records, key=lambda r: r.dispatch_s)[:22]  # 22 = 2c + 3.5c: 3 whole waves of c
+    assert steady.window(first22, c) == (sends[2 * c - 1], sends[5 * c - 1])
+    rows = steady.series(pr.records, pr.duration_s, [])
+    assert sum(r["output_tok_per_s"] for r in rows) == pytest.approx(n * 8)  # 1 s bins: every token once
+    assert max(r["in_flight"] for r in rows) <= c
+
+
+def test_prompts_for_duration_from_the_warm_up():
+    p = loadgen.LoadPoint(0, LoadKey(concurrency=2), 8, "num_prompts")
+    q = loadgen.prompts_for_duration(p, 30.0, 1.5, cap=1000)  # 2 slots, 1.5 s each: 40 requests in 30 s
+    assert q.num_prompts == 40 and "min_duration_s 30" in q.num_prompts_why
+    assert loadgen.prompts_for_duration(p, 30.0, 1.5, cap=25).num_prompts == 25
+    assert loadgen.prompts_for_duration(p, 1.0, 1.5, cap=1000) is p  # already long enough
+    assert loadgen.prompts_for_duration(p, 30.0, None, cap=1000) is p  # no warm-up: nothing to go by
+
+
+def test_plan_identifies_points_by_index_and_key():
+    pts = loadgen.plan([1, 8], [2.0, math.inf], 4, num_prompts=10, prompts_per_concurrency=3)
+    assert [(p.index, p.key.label, p.num_prompts) for p in pts] == [
+        (0, "c=1", 10), (1, "c=8", 24), (2, "rate=2,max=4", 12), (3, "rate=inf,max=4", 12)]

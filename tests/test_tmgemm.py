@@ -1,0 +1,92 @@
+"""TurboMind GEMM-choice lines (llmcompare.tmgemm). The lines below follow the C++ that prints them, token for
+token; the kernel names and numbers in them are made up (no GPU here), the grammar is not:
+  [Gemm] ...  lmdeploy 0.18 gemm.cu Gemm::Impl::PrintSelection:
+      "[Gemm] " << kind << " " << to_string(desc) << " " << spec.kernel->name() << " family=" << family
+      << " backend=" << backend << " splits=" << spec.splits << " swizzle=" << spec.swizzle << "\\n"
+  [tune] ...  gemm.cu Measure (0.18; 0.17 at InternLM/lmdeploy 1263d5cd8 src/turbomind/kernels/gemm/gemm.cu:198-205):
+      "[tune] " << to_string(ctx.desc()) << " " << s.kernel->name() << " swizzle=" << s.swizzle
+      << " splits=" << s.splits << " measured=" << s.measured << "\\n"
+  to_string(GemmDesc): src/turbomind/kernels/gemm/desc.h:63-87; Kernel::GetName: kernel.cu:129-175 (1263d5cd8).
+"""
+
+from llmcompare.tmgemm import kernel_for, parse_kernel, parse_problem, selected, turbomind_gemm_choices
+
+PROBLEM = "sm90_f16_u4k128_f16_tnt_fff_16x18944x3584_1"
+K_SM90 = "sm90_f16_u4k128_f16_tnt_fff_64x128x64_4_1x1_gmma_q64n32_64x128x32_c64x128_a1x8x128_00"
+K_SM80 = "sm80_f16_u4k128_f16_tnt_fff_16x128x128_3_1x1_mma_h16816_16x16x16_atom1x4x1_c16x128_a1x8x128_00"
+K_T = "sm80_u4k128_f16_f16_ntn_fff_128x16x128_3_1x1_mma_h16816_16x16x16_ngroup_c128x16_a8x1x128_algo1f_r_00"
+
+LOG_018 = f"""\
+[TM][INFO] something else
+[tune] {PROBLEM} {K_SM90} swizzle=0 splits=1 measured=0.0412
+[tune] {PROBLEM} {K_SM80} swizzle=1 splits=4 measured=0.0533
+[tune] {PROBLEM} {K_T} swizzle=0 splits=2 measured=1.2e-01
+[Gemm] tune {PROBLEM} {K_SM90} family=sm90_mixed backend=native splits=1 swizzle=0
+[Gemm] plan sm90_f16_u4k128_f16_tnt_fff_1x3584x18944_1 {K_SM80} family=sm80_u4 backend=native splits=8 swizzle=3
+"""
+LOG_017 = f"""\
+[tune] {PROBLEM} {K_SM80} swizzle=1 splits=4 measured=0.0533
+[tune] {PROBLEM} {K_SM90} swizzle=0 splits=1 measured=0.0612
+[tune] sm90_f16_u4k128_f16_tnt_fff_1x512x3584_1 {K_SM80} swizzle=0 splits=7 measured=9.87654e-05
+"""
+
+
+def test_018_lines_give_kernel_tile_split_and_problem():
+    cs = turbomind_gemm_choices(LOG_018)
+    assert [(c["line"], c["kind"], c.get("rank")) for c in cs] == [
+        ("tune", None, 0), ("tune", None, 1), ("tune", None, 2), ("gemm", "tune", None), ("gemm", "plan", None)]
+    tune = cs[3]
+    assert tune["kernel"] == K_SM90 and tune["family"] == "sm90_mixed" and tune["backend"] == "native"
+    assert (tune["m"], tune["n"], tune["k"], tune["num"]) == (16, 18944, 3584, 1)
+    assert tune["splits"] == 1 and tune["swizzle"] == 0 and tune["measured_ms"] is None
+    assert tune["tile"] == [64, 128, 64] and tune["stages"] == 4 and tune["op_class"] == "gmma_q64n32"
+    assert tune["transposed"] is False and tune["type_b"] == "u4k128"
+    assert cs[0]["measured_ms"] == 0.0412 and cs[2]["measured_ms"] == 0.12
+    plan = cs[4]
+    assert (plan["m"], plan["n"], plan["k"]) == (1, 3584, 18944) and plan["splits"] == 8 and plan["swizzle"] == 3
+
+
+def test_017_has_only_tune_lines_and_the_fastest_is_kept():
+    cs = turbomind_gemm_choices(LOG_017)
+    assert all(c["line"] == "tune" and c["family"] is None for c in cs)
+    assert [c["rank"] for c in cs] == [0, 1, 0]  # rank restarts with each problem
+    kept = selected(cs)
+    assert kept[PROBLEM]["kernel"] == K_SM80 and kept[PROBLEM]["splits"] == 4
+    assert kept["sm90_f16_u4k128_f16_tnt_fff_1x512x3584_1"]["measured_ms"] == 9.87654e-05
+
+
+def test_selected_prefers_the_gemm_line_over_the_fastest_candidate():
+    kept = selected(turbomind_gemm_choices(LOG_018))
+    assert kept[PROBLEM]["line"] == "gemm" and kept[PROBLEM]["kind"] == "tune"
+    assert len(kept) == 2
+
+
+def test_kernel_name_parts():
+    k = parse_kernel(K_SM80)
+    assert k["tile"] == [16, 128, 128] and k["stages"] == 3 and k["cluster"] == [1, 1] and k["mma"] == [16, 16, 16]
+    assert k["atom"] == [1, 4, 1] and k["c_tile"] == [16, 128] and k["align"] == [1, 8, 128] and k["algo"] is None
+    t = parse_kernel(K_T)
+    assert t["kernel_type_a"] == "u4k128" and t["group_axis"] == "n" and t["algo"] == {"id": "1f", "raster": "r"}
+    assert parse_kernel("cublas") == {}
+
+
+def test_transposed_kernel_is_flagged():
+    (c,) = turbomind_gemm_choices(f"[tune] {PROBLEM} {K_T} swizzle=0 splits=1 measured=0.1\n")
+    assert c["transposed"] is True and c["tile"] == [128, 16, 128]
+
+
+def test_unknown_problem_layout_still_gives_mnk_and_other_lines_are_ignored():
+    assert parse_problem("sm90_f16_u4k128_f16_tnt_fff_bbb_8x64x128_2") == {"m": 8, "n": 64, "k": 128, "num": 2}
+    assert parse_problem("garbage") == {}
+    text = "[Gemm] dispatch: old format split_k=1 swizzle=3\nmeasuring x with swizzle=3, splits=1\n"
+    assert turbomind_gemm_choices(text) == []
+    (c,) = turbomind_gemm_choices(f"  [Gemm] plan {PROBLEM} cublas family=cublas backend=cublas splits=1 swizzle=0\r\n")
+    assert c["kernel"] == "cublas" and c["transposed"] is None and "tile" not in c and c["m"] == 16
+
+
+def test_served_m_uses_the_smallest_tuned_m_at_or_above_it():
+    warmup = "".join(f"[tune] sm90_f16_u4k128_f16_tnt_fff_{m}x512x3584_1 {K_SM80} swizzle=0 splits={s} measured=0.01\n"
+                     for m, s in ((1, 7), (16, 3), (64, 1)))
+    cs = turbomind_gemm_choices(warmup)
+    assert [kernel_for(cs, m, 512, 3584)["splits"] for m in (1, 2, 16, 17, 64)] == [7, 3, 3, 1, 1]
+    assert kernel_for(cs, 65, 512, 3584) is None and kernel_for(cs, 1, 512, 4096) is None

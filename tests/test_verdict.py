@@ -1,0 +1,110 @@
+"""Intervals and significance (verdict.py), trust decisions (trust.py), and the report's verdict on saved files."""
+
+import math
+
+import pytest
+
+from llmcompare import trust, verdict
+from llmcompare.client import RequestRecord
+from llmcompare.report import build_report
+from llmcompare.results import EngineRecord, Metrics, PointResult, RunFile, ServeRun, Steady, Trust, load_run
+
+
+def test_t_quantiles():
+    assert verdict.t975(2) == pytest.approx(4.303)
+    assert verdict.t975(10) == pytest.approx(2.228)
+    assert verdict.t975(60) == pytest.approx(2.000, abs=2e-3)  # tables: 2.000
+    assert verdict.t975(1000) == pytest.approx(1.962, abs=1e-3)
+    assert 2.776 > verdict.t975(4.5) > 2.571  # between df 4 and 5
+
+
+def point(i, repeat, tok_s, steady_tok_s=None, status="complete", subs=()):
+    m = Metrics(completed=10, output_throughput=tok_s, stats={"median_tpot_ms": 1000 / tok_s})
+    st = Steady(0.0, 10.0, output_throughput=steady_tok_s, sub_output_throughput=list(subs)) if steady_tok_s else None
+    return PointResult(index=i, repeat=repeat, concurrency=[1, 8][i], status=status, metrics=m, steady=st)
+
+
+def engine(name, values, **kw):
+    return EngineRecord(name=name, kind="vllm", status="complete",
+                        points=[point(i, r, v, **kw) for i, vs in enumerate(values) for r, v in enumerate(vs)])
+
+
+def test_interval_across_repeats_by_hand():
+    e = verdict.estimate([point(0, r, v, v) for r, v in enumerate([100.0, 110.0, 120.0])])
+    # mean 110, s 10, n 3: +- 4.303 * 10 / sqrt(3)
+    assert e.mean == 110 and e.lo == pytest.approx(110 - 4.303 * 10 / math.sqrt(3), rel=1e-4)
+    assert e.source == "steady-state window" and e.method == "across 3 repeats"
+
+
+def test_one_run_falls_back_to_its_steady_window_parts_and_says_so():
+    e = verdict.estimate([point(0, 0, 100.0, 100.0, subs=[90, 100, 110, 100, 100])])
+    assert e.lo < 100 < e.hi and "within one run" in e.method and "not included" in e.method
+    e = verdict.estimate([point(0, 0, 100.0)])  # no steady window, one repeat: no interval
+    assert e.lo is None and e.method == "one value, no interval" and e.source == "whole point"
+
+
+def test_gap_interval_and_words():
+    a = verdict.estimate([point(0, r, v, v) for r, v in enumerate([130.0, 131.0, 129.0])])
+    b = verdict.estimate([point(0, r, v, v) for r, v in enumerate([100.0, 101.0, 99.0])])
+    g = verdict.gap(a, b)
+    assert g.pct == pytest.approx(30.0) and g.lo_pct < 30 < g.hi_pct and g.word == "faster"
+    assert verdict.gap(b, a).word == "slower"
+    c = verdict.estimate([point(0, r, v, v) for r, v in enumerate([90.0, 115.0, 100.0])])
+    assert verdict.gap(c, b).word == "no significant difference"
+    # for a latency (lower is better) a positive difference is slower
+    lat = verdict.gap(a, b, higher_is_better=False)
+    assert lat.word == "slower"
+
+
+def test_untrusted_and_partial_points_enter_no_verdict():
+    e = EngineRecord(name="x", points=[point(0, 0, 100.0, 100.0), point(0, 1, 50.0, 50.0, status="untrusted"),
+                                       point(0, 2, 90.0, 90.0, status="partial")])
+    got = verdict.usable_points(e)
+    assert [p.metrics.output_throughput for ps in got.values() for p in ps] == [100.0]
+
+
+def rec(reads, tokens, asked):
+    r = RequestRecord(0, 16, asked)
+    r.success, r.reads, r.output_tokens = True, reads, tokens
+    return r
+
+
+def test_trust_single_reads_lag_and_wrong_lengths():
+    m = Metrics(completed=2, stats={"median_tpot_ms": 20.0})
+    assert trust.assess([rec(5, 8, 8), rec(3, 8, 8)], m, {"loop_lag_p99_ms": 1.2}, 0.5, True).trusted
+    t = trust.assess([rec(5, 8, 8), rec(1, 8, 8)], m, {}, 0.5, True)
+    assert not t.trusted and t.single_read_requests == 1 and "single read" in t.reasons[0] and trust.worth_retry(t)
+    t = trust.assess([rec(5, 8, 8)], m, {"loop_lag_p99_ms": 7.0}, 0.5, True)  # 6.5 ms over, limit 5 ms
+    assert not t.trusted and "6.5 ms late" in t.reasons[0] and t.loop_lag_excess_ms == pytest.approx(6.5)
+    t = trust.assess([rec(5, 6, 8)], m, {}, 0.5, True)
+    assert not t.trusted and "e.g. 6 of 8" in t.reasons[0] and not trust.worth_retry(t)
+    assert trust.assess([rec(5, 6, 8)], m, {}, 0.5, ignore_eos=False).trusted
+
+
+def write_run(tmp_path, engines):
+    run = ServeRun(created_at="2026-12-02T00:00:00+00:00", scenario={"load": {"repeats": 3}},
+                   engines={e.name: e for e in engines})
+    d = tmp_path / "run"
+    d.mkdir()
+    RunFile(d, run)
+    return d
+
+
+def test_report_says_no_significant_difference_where_intervals_overlap(tmp_path):
+    a = engine("a", [[100.0, 104.0, 96.0], [400.0, 404.0, 396.0]], steady_tok_s=None)
+    b = engine("b", [[101.0, 99.0, 109.0], [300.0, 303.0, 297.0]])
+    d = write_run(tmp_path, [a, b])
+    assert load_run(d).engines["b"].points[0].trust == Trust()  # the file round-trips through the reader
+    md = (build_report([str(d)], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
+    head = md.split("## End to end", 1)[0]  # the verdict leads the report
+    assert "## Verdict: output throughput against a" in head
+    assert "b: slower than a at c=8 (-25.0% [" in head
+    assert "no significant difference at c=1 (+3.0% [" in head  # (101 + 99 + 109) / 300 - 1
+    row = next(ln for ln in head.splitlines() if ln.startswith("| b | c=1 |"))
+    assert "no significant difference" in row and "across 3 repeats" in row
+
+
+def test_report_baseline_must_be_one_of_the_engines(tmp_path):
+    d = write_run(tmp_path, [engine("a", [[1.0], [1.0]]), engine("b", [[1.0], [1.0]])])
+    with pytest.raises(ValueError, match="no engine named 'c' in these runs; engines: a, b"):
+        build_report([str(d)], str(tmp_path / "r"), baseline="c")
