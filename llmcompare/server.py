@@ -15,6 +15,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .procs import group_alive
+
 
 class ServerError(RuntimeError):
     """The server failed to start, stopped answering or exited; the message quotes its log's tail."""
@@ -176,20 +178,7 @@ class ServerProcess:
                           + log_tail(self.log_path))
 
     def _group_alive(self, pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        # a zombie leader keeps the group "alive" until reaped
-        if self.proc is not None:
-            self.proc.poll()
-        try:
-            os.killpg(pgid, 0)
-            return True
-        except ProcessLookupError:
-            return False
+        return group_alive(pgid, self.proc)
 
     def _signal(self, pgid: int, sig: int) -> bool:
         try:
