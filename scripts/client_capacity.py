@@ -301,6 +301,9 @@ def main() -> None:
                     except (RuntimeError, subprocess.TimeoutExpired, KeyError, OSError, ValueError) as e:
                         row[name] = {"error": f"{type(e).__name__}: {str(e)[-600:]}"}
                     row[name]["wall_s"] = round(time.time() - t0, 1)
+                    # the client and the server hold one core each: a 1-minute load well above 2 means other
+                    # processes on the machine (not under the lock) shared the cores during this run
+                    row[name]["loadavg_1m"] = round(os.getloadavg()[0], 2)
                     row[name]["server"] = fakeserver.stats(base)
                     print(f"c={c} {name}: {json.dumps(row[name])}", flush=True)
                 rows.append(row)

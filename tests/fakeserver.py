@@ -88,6 +88,9 @@ class _Stream:
         self.tail = tail + b"data: [DONE]\n\n"
 
 
+_STREAMS: dict[tuple, _Stream] = {}  # the bytes of a response depend only on these: made once, sent many times
+
+
 class FakeServer(asyncio.Protocol):
     cfg = Config()
     late_ms: list[float] = []
@@ -156,7 +159,8 @@ class FakeServer(asyncio.Protocol):
                 return self.reply({"id": "cmpl-fake", "model": MODEL, "choices": [{**choice, "finish_reason": "length"}],
                                    "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": n,
                                              "total_tokens": PROMPT_TOKENS + n}})
-            stream = _Stream(cfg, chat, n, usage)
+            key = (chat, n, usage)
+            stream = _STREAMS.get(key) or _STREAMS.setdefault(key, _Stream(cfg, chat, n, usage))
             self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                          b"Transfer-Encoding: chunked\r\n\r\n")
             m = len(stream.chunks)
