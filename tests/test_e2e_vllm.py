@@ -145,3 +145,23 @@ def test_sigint_mid_run_stops_the_server_and_keeps_points(tmp_path, vllm_py, tin
     assert first["status"] in ("complete", "untrusted") and second["status"] == "interrupted"
     assert second["metrics"] is None  # nothing is made up for it: nulls, not zeros
     assert group_gone(pid)
+
+
+def test_request_rate_mode_end_to_end(tmp_path, vllm_py, tiny_model, cli):
+    # open loop: Poisson arrivals at 4 req/s, at most 2 in flight, against the real server
+    f = scenario_file(tmp_path, vllm_py, tiny_model, concurrency=[], request_rate=[4.0], max_concurrency=2)
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=900)
+    assert p.returncode in (0, 4), p.stderr[-3000:]  # 4: a point the client could not time (it says why)
+    d = run_dir_of(tmp_path)
+    run = json.loads((d / "run.json").read_text())
+    (pt,) = run["engines"]["vllm-cpu"]["points"][-1:]
+    assert pt["label"] == "rate=4,max=2" and pt["request_rate"] == 4.0 and pt["max_concurrency"] == 2
+    assert pt["metrics"]["completed"] == 6 and pt["metrics"]["failed"] == 0
+    reqs = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()
+            if json.loads(x)["attempt"] == pt["attempt"]]
+    assert len(reqs) == 6
+    for r in reqs:  # each sent at its arrival, or later when both slots were busy (queue time)
+        assert r["dispatch_s"] >= r["scheduled_s"] - 1e-6
+        assert r["queue_ms"] == pytest.approx((r["dispatch_s"] - r["scheduled_s"]) * 1000, abs=1e-3)
+    spans = sorted((r["dispatch_s"], r["dispatch_s"] + r["e2el_ms"] / 1000) for r in reqs)
+    assert max(sum(a <= s < b for a, b in spans) for s, _ in spans) <= 2  # never more than max_concurrency
