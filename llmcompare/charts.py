@@ -20,25 +20,14 @@ def _save(fig, path: Path) -> str:
     return path.name
 
 
-def lines(path: Path, series: Series, xlabel: str, ylabel: str, title: str, logx: bool = True,
-          refs: list[dict] | None = None, dashed: Series | None = None, hline0: bool = False) -> str:
-    """One line per series; refs = [{"label", "points": [(x|None, y)]}] drawn as markers (or a flat line
-    across the chart for points without x); dashed = series drawn dashed (predictions)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for label, pts in series.items():
-        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-    for label, pts in (dashed or {}).items():
-        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x", label=label)
+def _finish(fig, ax, path: Path, refs: list[dict] | None, hline0: bool, logx: bool, xlabel: str, ylabel: str,
+            title: str) -> str:
+    """Published references (dotted series, or a flat line across the chart for points without x), axes, save."""
     for ref in refs or []:
         xs = [p for p in ref["points"] if p[0] is not None]
-        flat = [p for p in ref["points"] if p[0] is None]
         if xs:
             ax.plot([p[0] for p in xs], [p[1] for p in xs], linestyle=":", marker="s", label=ref["label"])
-        for _, y in flat:
+        for _, y in (p for p in ref["points"] if p[0] is None):
             ax.axhline(y, linestyle=":", color="gray")
             ax.annotate(ref["label"], xy=(0.01, y), xycoords=("axes fraction", "data"), fontsize=7, color="gray",
                         va="bottom")
@@ -52,6 +41,22 @@ def lines(path: Path, series: Series, xlabel: str, ylabel: str, title: str, logx
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def lines(path: Path, series: Series, xlabel: str, ylabel: str, title: str, logx: bool = True,
+          refs: list[dict] | None = None, dashed: Series | None = None, hline0: bool = False) -> str:
+    """One line per series; refs = [{"label", "points": [(x|None, y)]}] drawn as markers (or a flat line
+    across the chart for points without x); dashed = series drawn dashed (predictions)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for label, pts in series.items():
+        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    for label, pts in (dashed or {}).items():
+        pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x", label=label)
+    return _finish(fig, ax, path, refs, hline0, logx, xlabel, ylabel, title)
 
 
 def percentiles(path: Path, data: dict[str, dict[str, list[tuple[float, float, float]]]], xlabel: str) -> str:
@@ -120,23 +125,7 @@ def bands(path: Path, series: Band, xlabel: str, ylabel: str, title: str, logx: 
         pts = sorted(p for p in pts if p[1] is not None and math.isfinite(p[1]))
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x", label=label)
-    for ref in refs or []:
-        for x, y in ref["points"]:
-            if x is None:
-                ax.axhline(y, linestyle=":", color="gray")
-                ax.annotate(ref["label"], xy=(0.01, y), xycoords=("axes fraction", "data"), fontsize=7, color="gray")
-            else:
-                ax.plot([x], [y], linestyle="none", marker="s", color="gray")
-    if hline0:
-        ax.axhline(0, color="black", linewidth=0.6)
-    if logx:
-        ax.set_xscale("log", base=2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return _save(fig, path)
+    return _finish(fig, ax, path, refs, hline0, logx, xlabel, ylabel, title)
 
 
 def timelines(path: Path, panels: dict[str, Series], windows: dict[str, tuple[float, float] | None],
