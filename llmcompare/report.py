@@ -57,6 +57,15 @@ def _ci(e: verdict.Estimate | None, nd: int = 1) -> str:
     return f"{fmt(e.mean, nd)} [{fmt(e.lo, nd)}, {fmt(e.hi, nd)}]"
 
 
+def line_name(engine: str, key, multi: bool) -> str:
+    """A chart line: the engine, and its workload cell when the runs hold several (one line per cell)."""
+    return f"{engine} {key.workload_label}" if multi and key.workload_label else engine
+
+
+def several_workloads(engines: dict[str, Served]) -> bool:
+    return len({p.key.workload for sv in engines.values() for p in sv.rec.points}) > 1
+
+
 def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: str) -> dict:
     """The answer first: per candidate, where it is faster or slower than the baseline, by how much."""
     doc.h(2, f"Verdict: output throughput against {engines[baseline].title}")
@@ -72,9 +81,11 @@ def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: s
     if not all_rows:
         doc.p("No load point has complete, trusted results for two engines: no verdict.")
         return {}
-    doc.img(charts.bands(out / "gap.png", {lb: [(r.key.x, r.gap.pct, r.gap.lo_pct, r.gap.hi_pct) for r in rows
-                                                if r.key.x is not None] for lb, rows in gaps.items()},
-                         "concurrency (or request rate)", f"output throughput gap vs {baseline} (%)",
+    multi, lines = several_workloads(engines), {}
+    for lb, r in all_rows:
+        if r.key.x is not None:
+            lines.setdefault(line_name(lb, r.key, multi), []).append((r.key.x, r.gap.pct, r.gap.lo_pct, r.gap.hi_pct))
+    doc.img(charts.bands(out / "gap.png", lines, "concurrency (or request rate)", f"output throughput gap vs {baseline} (%)",
                          f"Gap against {baseline}, with 95% intervals", hline0=True),
             f"Output-throughput gap against {baseline}; bars are 95% intervals")
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
@@ -101,13 +112,13 @@ def latency_verdicts(doc: Doc, engines: dict[str, Served], baseline: str) -> Non
 
 def serve_details(doc: Doc, out: Path, engines: dict[str, Served], refs: list[dict]) -> None:
     doc.h(2, "End to end: serve-bench")
-    rows, thr, lat = [], {}, {}
+    rows, thr, lat, multi = [], {}, {}, several_workloads(engines)
     for lb, sv in engines.items():
-        for key, pts in sorted(verdict.usable_points(sv.rec).items(), key=lambda kv: kv[0].x or 0):
+        for key, pts in sorted(verdict.usable_points(sv.rec).items(), key=lambda kv: verdict.point_order(kv[0])):
             e_thr, e_tpot = verdict.estimate(pts), verdict.estimate(pts, "median_tpot_ms")
             if key.x is not None:
-                thr.setdefault(lb, []).append((key.x, e_thr.mean, e_thr.lo, e_thr.hi))
-            lat.setdefault(lb, []).append((e_thr.mean, e_tpot.mean if e_tpot else None))
+                thr.setdefault(line_name(lb, key, multi), []).append((key.x, e_thr.mean, e_thr.lo, e_thr.hi))
+            lat.setdefault(line_name(lb, key, multi), []).append((e_thr.mean, e_tpot.mean if e_tpot else None))
         for p in sv.rec.points:
             m = p.metrics
             st = p.steady

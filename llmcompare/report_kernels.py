@@ -95,7 +95,7 @@ def _pair(doc: Doc, cand, base, table: attribution.KernelTable) -> list[list]:
     doc.p(f"{cand.label}: GEMM backend {cb} ({how}); {base.label}: {bb} ({b_how}).")
     cp, bp = verdict.usable_points(cand.rec), verdict.usable_points(base.rec)
     rows = []
-    for key in sorted(set(cp) & set(bp), key=lambda k: k.x or 0):
+    for key in sorted(set(cp) & set(bp), key=verdict.point_order):
         a = attribution.compare(key.label, attribution.point_profile(cp[key], _running(cand, cp[key][0].index)),
                                 attribution.point_profile(bp[key], _running(base, bp[key][0].index)), table, cb, bb)
         rows.append([cand.label, base.label, key.label, a.batch_candidate, a.batch_baseline, a.measured_gap_pct,

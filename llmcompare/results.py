@@ -31,7 +31,7 @@ from .kernelrun import KERNEL_SCHEMA, KernelPoint, KernelRun
 
 __all__ = ["KERNEL_SCHEMA", "KernelPoint", "KernelRun", "record"]
 
-SERVE_SCHEMA = "llmcompare.serve-bench/2"
+SERVE_SCHEMA = "llmcompare.serve-bench/3"
 
 
 class ResultsWriteError(RuntimeError):
@@ -49,19 +49,38 @@ def now() -> str:
 # ---- serve-bench -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LoadKey:
-    """What identifies a load point across engines and runs."""
+    """What identifies a load point across engines and runs: the load, and the workload cell it sends (random
+    prompts of exactly input_len tokens, exactly output_len out; None for file datasets, whose lengths vary)."""
 
     concurrency: int | None = None  # closed loop
     request_rate: float | None = None  # open loop, req/s (inf: all at once)
     max_concurrency: int | None = None  # open loop's cap on requests in flight
+    input_len: int | None = None  # tokens per prompt
+    output_len: int | None = None  # tokens per reply
 
     @property
-    def label(self) -> str:
+    def load_label(self) -> str:
         if self.concurrency is not None:
             return f"c={self.concurrency}"
         r = self.request_rate
         cap = f",max={self.max_concurrency}" if self.max_concurrency else ""
         return ("rate=inf" if r is not None and math.isinf(r) else f"rate={r:g}") + cap
+
+    @property
+    def workload_label(self) -> str:
+        """'in=1024 out=256', or '' for a file dataset."""
+        if self.input_len is None and self.output_len is None:
+            return ""
+        return f"in={self.input_len} out={self.output_len}"
+
+    @property
+    def workload(self) -> tuple[int, int]:
+        """Sort key of the workload cell (file datasets first)."""
+        return (self.input_len or 0, self.output_len or 0)
+
+    @property
+    def label(self) -> str:
+        return f"{self.load_label} {self.workload_label}".strip()
 
     @property
     def x(self) -> float | None:
@@ -150,6 +169,8 @@ class PointResult:
     concurrency: int | None = None
     request_rate: float | None = None
     max_concurrency: int | None = None
+    input_len: int | None = None  # the workload cell (random prompts); None for file datasets
+    output_len: int | None = None
     num_prompts: int = 0
     num_prompts_why: str = ""
     status: str = "running"  # running | complete | untrusted | partial | interrupted
@@ -168,7 +189,7 @@ class PointResult:
 
     @property
     def key(self) -> LoadKey:
-        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency)
+        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency, self.input_len, self.output_len)
 
     @property
     def label(self) -> str:
@@ -233,6 +254,8 @@ class ServeRun:
     def from_json(cls, d: dict) -> ServeRun:
         if d.get("schema") == "llmcompare.serve-bench/1":
             d = _serve_v1(d)
+        if d.get("schema") in ("llmcompare.serve-bench/1", "llmcompare.serve-bench/2"):
+            d = _serve_v2(d)
         return record(cls, d)
 
 
@@ -246,6 +269,19 @@ def _serve_v1(d: dict) -> dict:
                           "reasons": ["written by schema /1: timestamps and lengths not checked"]}
             if p.get("request_rate") == "inf":
                 p["request_rate"] = math.inf
+    return d
+
+
+def _serve_v2(d: dict) -> dict:
+    """/2 -> /3: one workload per run, so points did not carry their lengths; a random workload's come from the
+    scenario as run (so a /2 point pairs with the same cell of a /3 grid)."""
+    wl = (d.get("scenario") or {}).get("workload") or {}
+    if wl.get("dataset", "random") != "random":
+        return d
+    for e in d.get("engines", {}).values():
+        for p in e.get("points", []):
+            p.setdefault("input_len", wl.get("input_len", 1024))
+            p.setdefault("output_len", wl.get("output_len", 256))
     return d
 
 
@@ -294,6 +330,7 @@ def new_run_dir(output_dir: str | Path, name: str) -> Path:
 
 
 READERS = {"llmcompare.serve-bench": ServeRun, "llmcompare.kernel-bench": KernelRun}
+KNOWN_VERSIONS = {"llmcompare.serve-bench": ("1", "2", "3"), "llmcompare.kernel-bench": ("1", "2")}
 
 
 def load_run(run_dir: str | Path) -> ServeRun | KernelRun:
@@ -308,9 +345,9 @@ def load_run(run_dir: str | Path) -> ServeRun | KernelRun:
         raise ResultsReadError(f"{f}: cannot read it as JSON ({e}); the file is corrupt or cut short") from None
     schema = str(data.get("schema", "")) if isinstance(data, dict) else ""
     family, _, version = schema.rpartition("/")
-    if family not in READERS or version not in ("1", "2"):
-        raise ResultsReadError(f"{f}: not an llmcompare result this version reads (schema {schema!r}; "
-                               f"known: {', '.join(k + '/1, /2' for k in READERS)})")
+    if family not in READERS or version not in KNOWN_VERSIONS[family]:
+        known = ", ".join(f"{k}/{v}" for k in READERS for v in KNOWN_VERSIONS[k])
+        raise ResultsReadError(f"{f}: not an llmcompare result this version reads (schema {schema!r}; known: {known})")
     try:
         run = READERS[family].from_json(data)
     except (TypeError, ValueError, KeyError, AttributeError) as e:

@@ -8,6 +8,7 @@ clear error; completed points stay on disk, and no engine process is left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -99,7 +100,7 @@ def prompt_blocks(s: Scenario, prompts: Prompts, plan: list[LoadPoint]) -> dict[
 
 def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: bool) -> list[RequestSpec]:
     sid = stream_id(point, repeat, attempt, warm, b.s)
-    return b.prompts.sample(n, sid, b.blocks.get(sid))
+    return b.prompts.sample(n, sid, b.blocks.get(sid), (point.key.input_len, point.key.output_len))
 
 
 async def _measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, repeat: int) -> None:
@@ -116,9 +117,10 @@ async def _measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, r
             same_load = point.key.concurrency is not None and b.s.load.warmup_requests >= point.key.concurrency
             warm_e2el_s = float(np.median(e2el)) / 1000.0 if e2el and same_load else None
         lp = loadgen.prompts_for_duration(point, b.s.load.min_duration_s, warm_e2el_s, b.s.load.max_prompts_per_point)
-        res = PointResult(index=point.index, repeat=repeat, attempt=attempt, concurrency=point.key.concurrency,
-                          request_rate=point.key.request_rate, max_concurrency=point.key.max_concurrency,
-                          num_prompts=lp.num_prompts, num_prompts_why=lp.num_prompts_why, started_at=now())
+        k = point.key
+        res = PointResult(index=point.index, repeat=repeat, attempt=attempt, concurrency=k.concurrency,
+                          request_rate=k.request_rate, max_concurrency=k.max_concurrency, input_len=k.input_len,
+                          output_len=k.output_len, num_prompts=lp.num_prompts, num_prompts_why=lp.num_prompts_why, started_at=now())
         b.rf.point(b.engine, res)
         pr = await _run(session, b, res, _specs(b, point, lp.num_prompts, repeat, attempt, False))
         if pr.abort_reason:
@@ -245,13 +247,19 @@ def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario,
     """Prompt + output must fit the engine's context, or it would shorten answers or refuse them."""
     if limit is None:
         return
-    longest = s.workload.input_len + s.workload.output_len
+    longest = max(s.workload.input_lens) + max(s.workload.output_lens)
     if s.workload.dataset != "random":
         longest = max(p.prompt_len + p.output_len for p in prompts.sample(prompts.file_size(), 0))
     if longest > limit:
         raise ScenarioError(
             f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "
             f"({source}); raise its context length or shorten workload.input_len/output_len")
+
+
+def run_plan(s: Scenario) -> list[LoadPoint]:
+    """Every workload cell at every load point (loadgen.plan), as the scenario asks."""
+    return loadgen.plan(s.load.concurrency, s.load.request_rate, s.load.max_concurrency, s.workload.num_prompts,
+                        s.workload.prompts_per_concurrency, s.workload.cells())
 
 
 def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompts: Prompts,
@@ -262,16 +270,17 @@ def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, promp
     sampling = engines.kind(e.kind).sampling if s.workload.temperature == 0 else {"temperature": s.workload.temperature}
     req = Request(f"{base_url}/v1/completions", model, body_template(sampling, s.workload.ignore_eos),
                   s.load.request_timeout_s)
-    example = RequestSpec(f"<prompt of {s.workload.input_len} tokens>", s.workload.input_len, s.workload.output_len)
+    i_len, o_len = s.workload.cells()[0]
+    example = RequestSpec(f"<prompt of {i_len or 'its'} tokens>", i_len or 0, o_len or s.workload.output_lens[0])
     rf.engine(e.name, request_body=completion_body(model, example, req.body))
-    plan = loadgen.plan(s.load.concurrency, s.load.request_rate, s.load.max_concurrency, s.workload.num_prompts,
-                        s.workload.prompts_per_concurrency)
+    plan = run_plan(s)
     asyncio.run(_drive(Bench(s, rf, e.name, req, prompts, plan, blocks, abort), repeats))
 
 
-def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict,
-           repeats: list[int]) -> None:
-    """One life of a launched server: start, read its log, run the repeats given, stop."""
+@contextlib.contextmanager
+def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
+    """One life of a launched server: start it, record its command line and what its log says, yield
+    (server, served model name, log facts); stop it (and read the log again) on the way out."""
     tok = expand(s.model.tokenizer) if s.model.tokenizer else None
     port = e.port or free_port(e.host)
     cmd = engines.server_command(e, model_path, port, tok)
@@ -290,10 +299,17 @@ def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompt
         if facts.version and not rec.version:
             rf.engine(e.name, version=facts.version)
         print(f"{e.name}: ready in {srv.ready_s:.0f} s; kernels: {facts.kernels or 'not reported'}", file=sys.stderr)
-        _bench(s, rf, e, srv.base_url, name, prompts, blocks, repeats, abort=srv.death, log_len=facts.max_model_len)
+        yield srv, name, facts
         srv.check()
         # kernels chosen lazily (first batch of a size) appear after start-up: read the log again
         rf.engine(e.name, kernels=k.read_log(log_path.read_text(errors="replace")).kernels)
+
+
+def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict,
+           repeats: list[int]) -> None:
+    """One life of a launched server, running the repeats given."""
+    with launched(s, rf, e, model_path) as (srv, name, facts):
+        _bench(s, rf, e, srv.base_url, name, prompts, blocks, repeats, abort=srv.death, log_len=facts.max_model_len)
 
 
 def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict) -> None:
@@ -327,8 +343,7 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
     chosen = [s.engine(n) for n in engine_names] if engine_names else s.engines
     model_path = prepare_model(s)
     prompts = Prompts(s.workload, load_tokenizer(s.model.tokenizer or model_path))
-    plan = loadgen.plan(s.load.concurrency, s.load.request_rate, s.load.max_concurrency, s.workload.num_prompts,
-                        s.workload.prompts_per_concurrency)
+    plan = run_plan(s)
     blocks = prompt_blocks(s, prompts, plan)
     for e in chosen:  # before any server starts: what the engines' own arguments tell
         check_lengths(e, *arg_max_len(e), s, prompts)

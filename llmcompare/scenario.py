@@ -68,8 +68,10 @@ class Engine:
 class Workload:
     dataset: Literal["random", "sharegpt", "jsonl"] = "random"
     path: str | None = None  # sharegpt: a ShareGPT JSON file; jsonl: one {"prompt", "output_len"?} per line
-    input_len: int = 1024  # random: exact prompt length in tokens
-    output_len: int = 256  # random and jsonl default: exact output length in tokens (ignore_eos)
+    # random: exact prompt length in tokens; a list is a grid axis (every length at every load point, one
+    # server start: input_len x output_len x load points)
+    input_len: int | list[int] = 1024
+    output_len: int | list[int] = 256  # random and jsonl default: exact output length in tokens (ignore_eos); a list: an axis
     num_prompts: int = 100  # requests per load point
     # if > 0, a point of concurrency c sends max(num_prompts, this * c): its number of waves; from 3 on the
     # point has a steady-state window of this - 2 whole waves (steady.py)
@@ -78,6 +80,25 @@ class Workload:
     ignore_eos: bool = True
     temperature: float = 0.0  # 0: greedy, with each engine's fields for it (engines.ENGINES[kind].sampling)
     allow_prompt_reuse: bool = False  # file datasets: may a run send a prompt twice (prefix caches will hit)
+
+    @property
+    def input_lens(self) -> list[int]:
+        return _axis(self.input_len)
+
+    @property
+    def output_lens(self) -> list[int]:
+        return _axis(self.output_len)
+
+    def cells(self) -> list[tuple[int | None, int | None]]:
+        """The workload grid, (input_len, output_len) per cell, input length outer; (None, None) for a file
+        dataset (its lengths come from the file)."""
+        if self.dataset != "random":
+            return [(None, None)]
+        return [(i, o) for i in self.input_lens for o in self.output_lens]
+
+
+def _axis(v: int | list[int]) -> list[int]:
+    return list(v) if isinstance(v, list) else [v]
 
 
 @dataclass
@@ -218,7 +239,10 @@ def _convert(value: Any, t: Any, where: str) -> Any:
         args = [a for a in typing.get_args(t) if a is not type(None)]
         if value is None:
             return None
-        return _convert(value, args[0], where)
+        lists = [a for a in args if typing.get_origin(a) is list]
+        if isinstance(value, list) and lists:  # `int | list[int]`: a scalar or a grid axis
+            return _convert(value, lists[0], where)
+        return _convert(value, next((a for a in args if a not in lists), args[0]), where)
     if origin is Literal:
         if value not in typing.get_args(t):
             raise ScenarioError(f"{where}: {value!r} is not valid; valid: {', '.join(map(str, typing.get_args(t)))}")
@@ -318,8 +342,8 @@ def validate(s: Scenario) -> Scenario:
             raise ScenarioError(f"workload.path: required for dataset {wl.dataset}")
         if not os.path.isfile(expand(wl.path, "workload.path")):
             raise ScenarioError(f"workload.path: {wl.path!r} is not a readable file")
-    _positive("workload.input_len", wl.input_len)
-    _positive("workload.output_len", wl.output_len)
+    for axis in ("input_len", "output_len"):
+        _grid_axis(f"workload.{axis}", getattr(wl, axis), wl.dataset)
     _positive("workload.num_prompts", wl.num_prompts)
     _positive("workload.prompts_per_concurrency", wl.prompts_per_concurrency, allow_zero=True)
     _positive("workload.temperature", wl.temperature, allow_zero=True)
@@ -370,6 +394,20 @@ def validate(s: Scenario) -> Scenario:
         if len(nk) != 2 or min(nk) <= 0:
             raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
     return s
+
+
+def _grid_axis(where: str, v: int | list[int], dataset: str) -> None:
+    """A length, or a list of distinct lengths (an axis of the workload grid: random prompts only)."""
+    xs = _axis(v)
+    if not xs:
+        raise ScenarioError(f"{where}: an empty list; give a length or a list of lengths")
+    for i, x in enumerate(xs):
+        _positive(f"{where}[{i}]" if isinstance(v, list) else where, x)
+    if len(set(xs)) != len(xs):
+        raise ScenarioError(f"{where}: {xs} lists a length twice; each grid cell must be distinct")
+    if len(xs) > 1 and dataset != "random":
+        raise ScenarioError(f"{where}: a list (a grid axis) needs workload.dataset random; dataset {dataset} takes "
+                            f"its lengths from the file, so give one length")
 
 
 def _venv(w: str, e: Engine) -> None:

@@ -148,12 +148,17 @@ class Row:
 def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throughput") -> list[Row]:
     cp, bp = usable_points(cand), usable_points(base)
     rows = []
-    for key in sorted(set(cp) & set(bp), key=lambda k: (k.x is None, k.x or 0, k.label)):
+    for key in sorted(set(cp) & set(bp), key=point_order):
         both = has_steady(cp[key], metric) and has_steady(bp[key], metric)  # like with like
         a, b = estimate(cp[key], metric, both), estimate(bp[key], metric, both)
         if a and b:
             rows.append(Row(key, a, b, gap(a, b, higher_is_better=metric == "output_throughput")))
     return rows
+
+
+def point_order(k: LoadKey) -> tuple:
+    """Workload cell, then load (closed-loop concurrency or rate; rate=inf last)."""
+    return (k.workload, k.x is None, k.x or 0, k.label)
 
 
 def sentence(cand: str, base: str, rows: list[Row]) -> str:

@@ -153,10 +153,12 @@ class Prompts:
     def count_tokens(self, text: str) -> int:
         return len(self.tok(text, add_special_tokens=False)["input_ids"])
 
-    def random(self, n: int, stream: int) -> list[RequestSpec]:
-        """Prompt i of a stream depends on (seed, stream, i) alone, so every engine gets the same first n
-        prompts of a stream, however many more it needs."""
-        words, L = self._words, self.cfg.input_len
+    def random(self, n: int, stream: int, input_len: int | None = None,
+               output_len: int | None = None) -> list[RequestSpec]:
+        """Prompt i of a stream depends on (seed, stream, i, length) alone, so every engine gets the same first n
+        prompts of a stream, however many more it needs. Lengths: a grid cell's, default the axes' first."""
+        words, L = self._words, input_len or self.cfg.input_lens[0]
+        out_len = output_len or self.cfg.output_lens[0]
         out = []
         for i in range(n):
             rng = random.Random(f"{self.cfg.seed}/{stream}/{i}")
@@ -166,20 +168,20 @@ class Prompts:
                     break
             else:
                 raise RuntimeError(f"could not build a prompt of exactly {L} tokens")
-            out.append(RequestSpec(prompt, L, self.cfg.output_len))
+            out.append(RequestSpec(prompt, L, out_len))
         return out
 
     @cached_property
     def _file_items(self) -> list[RequestSpec]:
         records, key = read_records(self.cfg)
-        return _memo(self.tok, ("items", key, self.cfg.output_len), lambda: self._tokenized(records, key[1]))
+        return _memo(self.tok, ("items", key, self.cfg.output_lens[0]), lambda: self._tokenized(records, key[1]))
 
     def _tokenized(self, records: list[tuple[str, str | None, int | None]], path: str) -> list[RequestSpec]:
         items: list[RequestSpec] = []
         for prompt, reply, output_len in records:
             p = self.count_tokens(prompt)
             if reply is None:  # jsonl
-                items.append(RequestSpec(prompt, p, output_len or self.cfg.output_len))
+                items.append(RequestSpec(prompt, p, output_len or self.cfg.output_lens[0]))
                 continue
             # vLLM's sharegpt sampling: first human turn is the prompt, the reply's length is the output
             # length; pairs with either side under 4 tokens, a prompt over 1024 or a total over 2048 are skipped
@@ -190,12 +192,14 @@ class Prompts:
             raise ScenarioError(f"workload.path: {path} holds no usable {self.cfg.dataset} prompts")
         return items
 
-    def sample(self, n: int, stream: int, block: tuple[int, int] | None = None) -> list[RequestSpec]:
-        """n prompts for one stream (a load point's repeat, attempt or warm-up). File datasets take them from
-        `block` = (start, size) of the shuffled file, so that no prompt is sent twice in a run (an engine's
-        prefix cache would see it again); see file_blocks."""
+    def sample(self, n: int, stream: int, block: tuple[int, int] | None = None,
+               lengths: tuple[int | None, int | None] = (None, None)) -> list[RequestSpec]:
+        """n prompts for one stream (a load point's repeat, attempt or warm-up); random ones of `lengths`
+        (input, output: the point's grid cell). File datasets take them from `block` = (start, size) of the
+        shuffled file, so that no prompt is sent twice in a run (an engine's prefix cache would see it again);
+        see file_blocks."""
         if self.cfg.dataset == "random":
-            return self.random(n, stream)
+            return self.random(n, stream, *lengths)
         items = list(self._file_items)
         random.Random(self.cfg.seed).shuffle(items)
         start, size = block if block else (0, len(items))

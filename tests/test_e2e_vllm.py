@@ -43,30 +43,36 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
-def test_two_load_points_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
+def test_a_two_by_two_grid_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
+    """Two prompt lengths (a workload grid axis) at two concurrencies, one server start."""
     f = scenario_file(tmp_path, vllm_py, tiny_model)
+    data = yaml.safe_load(f.read_text())
+    data["workload"]["input_len"] = [64, 32]
+    f.write_text(yaml.safe_dump(data))
     p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     d = run_dir_of(tmp_path)
     assert p.stdout.strip() == str(d)
     run = json.loads((d / "run.json").read_text())
-    assert run["schema"] == "llmcompare.serve-bench/2" and run["status"] == "complete"
+    assert run["schema"] == "llmcompare.serve-bench/3" and run["status"] == "complete"
     eng = run["engines"]["vllm-cpu"]
     assert eng["version"] == "0.32.0+cpu"
     assert eng["command"][:7] == ["nice", "-n", "10", vllm_py, "-m", "vllm.entrypoints.cli.main", "serve"]
     assert eng["max_model_len"] == 1024 and eng["max_model_len_source"] == "the server's /v1/models"
     body = eng["request_body"]  # the exact body every request carried (but its prompt)
     assert body["temperature"] == 0.0 and body["top_k"] == 1 and body["ignore_eos"] and body["max_tokens"] == 16
-    assert [(pt["index"], pt["label"], pt["repeat"], pt["attempt"]) for pt in eng["points"]] == [
-        (0, "c=1", 0, 1), (1, "c=3", 0, 1)]
+    assert [(pt["index"], pt["label"], pt["input_len"], pt["repeat"], pt["attempt"]) for pt in eng["points"]] == [
+        (0, "c=1 in=64 out=16", 64, 0, 1), (1, "c=3 in=64 out=16", 64, 0, 1),
+        (2, "c=1 in=32 out=16", 32, 0, 1), (3, "c=3 in=32 out=16", 32, 0, 1)]
     reqs = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()]
-    assert len(reqs) == 12
+    assert len(reqs) == 24
     for pt in eng["points"]:
         m = pt["metrics"]
         mine = [r for r in reqs if r["point"] == pt["index"]]
         assert pt["status"] == "complete" and pt["trust"]["trusted"] and m["completed"] == 6 and m["failed"] == 0
         assert m["total_output_tokens"] == sum(r["output_tokens"] for r in mine) == 6 * 16  # usage, ignore_eos
-        assert m["total_input_tokens"] == sum(r["prompt_tokens"] for r in mine) == 6 * 64  # exact prompt length
+        # exact prompt length, the point's cell's
+        assert m["total_input_tokens"] == sum(r["prompt_tokens"] for r in mine) == 6 * pt["input_len"]
         assert m["output_tokens_from_usage"] == 6 and m["mean_tokens_per_chunk"] == 1.0
         assert 0 < m["median_ttft_ms"] < m["median_e2el_ms"]
         assert m["request_throughput"] > 0 and m["output_throughput"] > 0
@@ -104,7 +110,7 @@ def _start_and_wait_for_second_point(tmp_path, vllm_py, tiny_model, cli):
             pts = run.get("engines", {}).get("vllm-cpu", {}).get("points", [])
             d = runs[0].parent
             req_file = d / "vllm-cpu.requests.jsonl"
-            done_reqs = req_file.read_text().count('"label": "c=8"') if req_file.exists() else 0
+            done_reqs = req_file.read_text().count('"label": "c=8 in=64 out=128"') if req_file.exists() else 0
             if pts and pts[-1]["index"] == 1 and pts[-1]["status"] == "running" and done_reqs >= 2:
                 return proc, run["engines"]["vllm-cpu"]["pid"], d
         time.sleep(0.1)
@@ -155,7 +161,7 @@ def test_request_rate_mode_end_to_end(tmp_path, vllm_py, tiny_model, cli):
     d = run_dir_of(tmp_path)
     run = json.loads((d / "run.json").read_text())
     (pt,) = run["engines"]["vllm-cpu"]["points"][-1:]
-    assert pt["label"] == "rate=4,max=2" and pt["request_rate"] == 4.0 and pt["max_concurrency"] == 2
+    assert pt["label"] == "rate=4,max=2 in=64 out=16" and pt["request_rate"] == 4.0 and pt["max_concurrency"] == 2
     assert pt["metrics"]["completed"] == 6 and pt["metrics"]["failed"] == 0
     reqs = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()
             if json.loads(x)["attempt"] == pt["attempt"]]

@@ -99,7 +99,7 @@ def test_write_error_on_results_ends_the_run_and_keeps_completed_points(tmp_path
     # directory where the file should be does it)
     for _ in range(6000):
         runs = list((tmp_path / "runs").glob("*/run.json")) if (tmp_path / "runs").exists() else []
-        if runs and '"c=2"' in runs[0].read_text():
+        if runs and '"label": "c=2 in=8 out=6"' in runs[0].read_text():
             req = runs[0].parent / "stub.requests.jsonl"
             req.rename(runs[0].parent / "stub.requests.jsonl.saved")
             req.mkdir()
@@ -114,4 +114,4 @@ def test_write_error_on_results_ends_the_run_and_keeps_completed_points(tmp_path
     run = run_json(tmp_path)
     assert run["status"] == "failed"
     first = run["engines"]["stub"]["points"][0]
-    assert first["label"] == "c=1" and first["status"] == "complete" and first["metrics"]["completed"] == 4
+    assert first["label"] == "c=1 in=8 out=6" and first["status"] == "complete" and first["metrics"]["completed"] == 4

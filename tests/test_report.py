@@ -39,11 +39,11 @@ def test_serve_table_equals_the_run_files(report):
     run = json.loads((SERVE / "run.json").read_text())
     md = (report / "report.md").read_text()
     rows = md_rows(md.split("## End to end", 1)[1], "engine")
-    want = []
+    want, wl = [], run["scenario"]["workload"]  # a /1 file: its points' cell is the scenario's one workload
     for name, e in run["engines"].items():
         for p in e["points"]:
             m = p["metrics"]
-            want.append([name, p["label"], "1", "1", p["status"], str(m["completed"]), str(m["failed"]),
+            want.append([name, f"{p['label']} in={wl['input_len']} out={wl['output_len']}", "1", "1", p["status"], str(m["completed"]), str(m["failed"]),
                          fmt(m["output_throughput"]), "–", fmt(m["median_ttft_ms"]), fmt(m["p99_ttft_ms"]),
                          fmt(m["median_tpot_ms"]), fmt(m["p99_tpot_ms"]), fmt(m["median_itl_ms"]), fmt(m["p99_itl_ms"]),
                          "–", fmt(p["server_metrics"].get("mean_num_requests_running")), ""])
@@ -56,12 +56,13 @@ def test_the_verdict_leads_and_says_when_there_is_no_interval(report):
     run = json.loads((SERVE / "run.json").read_text())
     a = {p["label"]: p["metrics"]["output_throughput"] for p in run["engines"]["vllm-a"]["points"]}
     rows = md_rows(md, "engine")  # the verdict table comes first
-    assert [r[:2] for r in rows] == [["vllm-b", "c=1"], ["vllm-b", "c=4"]]
+    assert [r[:2] for r in rows] == [["vllm-b", "c=1 in=64 out=32"], ["vllm-b", "c=4 in=64 out=32"]]
     for row in rows:
-        b = next(p for p in run["engines"]["vllm-b"]["points"] if p["label"] == row[1])["metrics"]["output_throughput"]
-        assert row[4] == f"{100 * (b / a[row[1]] - 1):+.1f}% (no interval)"  # one run each, schema /1: no window
+        label = row[1].split()[0]  # the /1 file's labels name the load only
+        b = next(p for p in run["engines"]["vllm-b"]["points"] if p["label"] == label)["metrics"]["output_throughput"]
+        assert row[4] == f"{100 * (b / a[label] - 1):+.1f}% (no interval)"  # one run each, schema /1: no window
         assert row[5] == "no interval" and row[6] == "whole point"
-    assert "vllm-b (0.32.0+cpu): no interval (one value each) at c=1" in md
+    assert "vllm-b (0.32.0+cpu): no interval (one value each) at c=1 in=64 out=32" in md
 
 
 def test_kernel_table_follows_the_inputs(report):
@@ -78,7 +79,7 @@ def test_attribution_and_references_are_stated(report):
     assert "Attribution: how much of each gap the GEMM kernels explain" in md
     assert "WARNING: the kernel run's shapes or layer count differ" in md  # tiny model vs Qwen2.5-7B kernels
     rows = md_rows(md.split("## Attribution", 1)[1], "engine")
-    assert [(r[0], r[1], r[2]) for r in rows] == [("vllm-b", "vllm-a", "c=1"), ("vllm-b", "vllm-a", "c=4")]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("vllm-b", "vllm-a", "c=1 in=64 out=32"), ("vllm-b", "vllm-a", "c=4 in=64 out=32")]
     assert all(r[6] != "–" for r in rows)
     assert "vllm-b: GEMM backend turbomind (scenario gemm_backend)" in md
     assert "test reference: vllm-b 20% slower: published -20%" in md

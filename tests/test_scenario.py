@@ -1,9 +1,10 @@
 import copy
+import re
 
 import pytest
 import yaml
 
-from llmcompare import scenario
+from llmcompare import loadgen, scenario
 from llmcompare.scenario import ScenarioError
 
 BASE = {
@@ -151,3 +152,28 @@ def test_bad_command_line_overrides(cli):
     assert p.returncode == 2 and "--set 'load.concurrency=[1,': the value is not valid YAML" in p.stderr
     p = subprocess.run([*cli, "kernel-bench", "qwen-awq", "--python", "marlin"], capture_output=True, text=True)
     assert p.returncode == 2 and "--python 'marlin': expected BACKEND=PYTHON" in p.stderr
+
+
+def test_lengths_take_a_list_as_a_grid_axis(tmp_path):
+    s = load_with(tmp_path, lambda d: d["workload"].update(input_len=[512, 128], output_len=64))
+    assert s.workload.cells() == [(512, 64), (128, 64)] and s.workload.input_lens == [512, 128]
+    pts = loadgen.plan([1, 8], [2.0], None, 4, 0, s.workload.cells())  # cell outer, closed loop before open
+    assert [(p.index, p.key.label) for p in pts] == [
+        (0, "c=1 in=512 out=64"), (1, "c=8 in=512 out=64"), (2, "rate=2 in=512 out=64"),
+        (3, "c=1 in=128 out=64"), (4, "c=8 in=128 out=64"), (5, "rate=2 in=128 out=64")]
+
+
+@pytest.mark.parametrize("workload, msg", [
+    ({"input_len": []}, "workload.input_len: an empty list; give a length or a list of lengths"),
+    ({"input_len": [64, 64]}, "workload.input_len: [64, 64] lists a length twice"),
+    ({"output_len": [8, 0]}, "workload.output_len[1]: must be > 0, got 0"),
+    ({"output_len": "x"}, "workload.output_len: expected an integer, got 'x'"),
+    ({"dataset": "jsonl", "path": "__FILE__", "output_len": [8, 16]},
+     "workload.output_len: a list (a grid axis) needs workload.dataset random; dataset jsonl"),
+])
+def test_bad_grid_axes_name_the_field(tmp_path, workload, msg):
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt": "hi"}\n')
+    wl = {k: (str(f) if v == "__FILE__" else v) for k, v in workload.items()}
+    with pytest.raises(ScenarioError, match=re.escape(msg)):
+        load_with(tmp_path, lambda d: d["workload"].update(wl))
