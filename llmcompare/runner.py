@@ -293,7 +293,8 @@ def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompt
         _bench(s, rf, e, srv.base_url, name, prompts, blocks, repeats, abort=srv.death, log_len=facts.max_model_len)
         srv.check()
         # kernels chosen lazily (first batch of a size) appear after start-up: read the log again
-        rf.engine(e.name, kernels=k.read_log(log_path.read_text(errors="replace")).kernels)
+        facts = engines.read_log_file(e.kind, log_path)  # line by line: a TM_GEMM_VERBOSE log is huge
+        rf.engine(e.name, kernels=facts.kernels, log_notes=facts.notes, gemm_choices=facts.gemm_choices)
 
 
 def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict) -> None:
