@@ -44,6 +44,9 @@ def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | 
                 ("pct_roofline", "% of roofline floor", "Share of the roofline floor", False, None)):
             data = {sh["name"]: {b: [(p.m, getattr(p, key)) for p in pts if p.shape == sh["name"] and p.backend == b
                                      and getattr(p, key) is not None] for b in run.backends} for sh in run.shapes}
+            # a shape only some backends time (lm_head: cuBLAS) draws only the series it has
+            data = {sh: {b: v for b, v in series.items() if v} for sh, series in data.items()}
+            data = {sh: series for sh, series in data.items() if series}
             doc.img(charts.panels(out / f"kernels_{key}_{tag}.png", data, "M (tokens)", ylabel, title, logy, hline),
                     f"{title} ({tag})")
         small = [p for p in pts if p.kernels and p.m <= 64]
@@ -149,7 +152,8 @@ def attribution_section(doc: Doc, out: Path, engines: dict, baseline: str, kruns
     doc.p("Model: " + re.sub(r"\s+", " ", model).strip())
     table = attribution.KernelTable.from_run(kruns[-1])
     doc.p(f"Kernel table: {kruns[-1].dir} ({table.layers} layers, shapes "
-          f"{[(s['name'], s['n'], s['k']) for s in table.shapes]}).")
+          f"{[(s['name'], s['n'], s['k']) for s in table.shapes]}; lm_head "
+          f"{'measured (cuBLAS fp16, added to every engine)' if table.lm_head else 'not measured: left out'}).")
     labels = list(engines)
     labels.remove(baseline)
     labels.insert(0, baseline)

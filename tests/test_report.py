@@ -168,3 +168,26 @@ def test_kernel_facts_and_served_gemm_choices_of_the_h200_runs(tmp_path):
     assert ("turbomind@0.17.0", "qkv", "1") in facts and facts[("turbomind@0.17.0", "qkv", "1")][1] == "–"
     # the served runs reached batches above 64 (c=256): the measured M covering them is shown too
     assert ("turbomind", "qkv", "256") in facts and "SMs: cublas 132 (NVIDIA H200 (kernel run))" in md
+
+
+def test_a_kernel_run_with_lm_head_enters_the_attribution(tmp_path):
+    """The H200 kernel run with cuBLAS lm_head points added (made up: that run did not time lm_head); only
+    cuBLAS has them, as kernel-bench's worker skips the int4 backends on lm_head."""
+    run = json.loads((H200 / "kernels-qwen-awq-h200-20261202-163848/run.json").read_text())
+    run["shapes"].append({"name": "lm_head", "n": 152064, "k": 3584, "per_layer": 0})
+    run["points"] += [{"backend": "cublas", "shape": "lm_head", "n": 152064, "k": 3584, "m": m, "status": "ok",
+                       "graph_us": 160.0 * max(1, m / 64)} for m in (1, 64, 256)]
+    k = tmp_path / "k"
+    k.mkdir()
+    (k / "run.json").write_text(json.dumps(run))
+    serve = [str(H200 / "qwen-awq-h200-20261202-162119"), str(H200 / "qwen-awq-h200-20261202-163315")]
+    with_head = (build_report(serve + [str(k)], str(tmp_path / "a")) / "report.md").read_text()
+    without = (build_report(serve + [str(H200 / "kernels-qwen-awq-h200-20261202-163848")], str(tmp_path / "b"))
+               / "report.md").read_text()
+    assert "lm_head measured (cuBLAS fp16, added to every engine)" in with_head
+    assert "lm_head not measured: left out" in without
+    a = md_rows(with_head.split("## Attribution", 1)[1], "engine")
+    b = md_rows(without.split("## Attribution", 1)[1], "engine")
+    assert [r[:3] for r in a] == [r[:3] for r in b] and len(a) == 4
+    assert all(float(x[8]) > float(y[8]) for x, y in zip(a, b, strict=True))  # GEMM shares grow with lm_head
+    assert [x[6] for x in a] == [y[6] for y in b]  # the predicted gap does not move (to the printed digit)
