@@ -5,9 +5,13 @@ Model (stated in every report):
              request_throughput * mean(E2EL - TTFT). (Engines' own /metrics gauges are shown beside it but not
              used: lmdeploy 0.18's num_requests_running stayed at 4.0 through the concurrency-64 point on the H200,
              where the client measured ~48 requests decoding.)
-  decode     each step runs every layer's GEMMs at M = batch: step_us(M) = layers * sum_shapes t(shape, M);
-             steps = output tokens / batch; decode_gemm_s = steps * step_us(batch).
-  prefill    each request's prompt runs once at M = its input length: prefill_gemm_s = requests * step_us(input_len).
+  decode     each step runs every layer's GEMMs at M = batch: step_us(M) = layers * sum_shapes t(shape, M)
+             + lm_head(M); steps = output tokens / batch; decode_gemm_s = steps * step_us(batch).
+  prefill    each request's prompt runs once at M = its input length, and lm_head on its last token only:
+             prefill_gemm_s = requests * (layers * sum_shapes t(shape, input_len) + lm_head(1)).
+  lm_head    vocab x hidden, fp16 in every engine, so cuBLAS fp16's time for every engine; included only when
+             the kernel run measured it (kernel_bench.lm_head), else 0. The same time for both engines of a pair:
+             it raises the GEMM shares, not the predicted gap.
   t(shape,M) the kernel-bench graph-replayed time of the engine's GEMM backend, log-log interpolated in M
              (linear in M past the largest measured M).
   gap        for engines A (candidate) and B (baseline) at the same load point, the measured gap is
@@ -15,8 +19,8 @@ Model (stated in every report):
              its GEMMs: duration_B - gemm_B + gemm_A', where gemm_A' is A's kernels at B's batch sizes; predicted
              gap = duration_B / (duration_B - gemm_B + gemm_A') - 1. The rest of the measured gap is "not explained
              by GEMM" (attention, scheduling, sampling, HTTP, ...).
-Ignored: chunked prefill mixing prefill and decode tokens in one batch, padding to CUDA-graph sizes, GEMMs
-outside the quantized linears (lm_head), and overlap between GPU work and the host.
+Ignored: chunked prefill mixing prefill and decode tokens in one batch, padding to CUDA-graph sizes, lm_head when
+it was not measured, and overlap between GPU work and the host.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from . import backends, engines
+from .backends import LM_HEAD, base_name
 from .results import EngineRecord, KernelRun, PointResult
 
 
@@ -35,6 +40,7 @@ class KernelTable:
     backend_us: dict[str, dict[str, list[tuple[int, float]]]]  # backend -> shape -> sorted [(M, graph µs)]
     shapes: list[dict]  # the model's shapes (per_layer > 0)
     layers: int
+    lm_head: list[tuple[int, float]] = field(default_factory=list)  # cuBLAS fp16 [(M, graph µs)]; [] not measured
 
     @classmethod
     def from_run(cls, run: KernelRun) -> KernelTable:
@@ -47,10 +53,12 @@ class KernelTable:
         for b in t.values():
             for s in b:
                 b[s].sort()
-        return cls(t, shapes, int(run.layers or 0))
+        head = sorted((p.m, p.time_us) for p in run.points if p.status == "ok" and p.shape == LM_HEAD
+                      and base_name(p.backend) == "cublas" and p.time_us)
+        return cls(t, shapes, int(run.layers or 0), head)
 
-    def gemm_us(self, backend: str, shape: str, m: float) -> float:
-        pts = self.backend_us[backend][shape]
+    @staticmethod
+    def _interp(pts: list[tuple[int, float]], m: float) -> float:
         ms = [p[0] for p in pts]
         if m <= ms[0]:
             return pts[0][1]
@@ -61,9 +69,18 @@ class KernelTable:
         f = (math.log(m) - math.log(m0)) / (math.log(m1) - math.log(m0))
         return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
 
-    def step_us(self, backend: str, m: float) -> float:
-        """All quantized GEMMs of one forward pass over m tokens, µs."""
-        return self.layers * sum(self.gemm_us(backend, s["name"], m) for s in self.shapes)
+    def gemm_us(self, backend: str, shape: str, m: float) -> float:
+        return self._interp(self.backend_us[backend][shape], m)
+
+    def lm_head_us(self, m: float) -> float:
+        """lm_head over m rows (cuBLAS fp16, any engine), µs; 0 when the kernel run did not measure it."""
+        return self._interp(self.lm_head, m) if self.lm_head else 0.0
+
+    def step_us(self, backend: str, m: float, head_m: float | None = None) -> float:
+        """One forward pass over m tokens, µs: every layer's quantized GEMMs, and lm_head over head_m rows (the
+        sampled ones: all m in decode, one per request in prefill) when measured."""
+        return (self.layers * sum(self.gemm_us(backend, s["name"], m) for s in self.shapes)
+                + self.lm_head_us(m if head_m is None else head_m))
 
     def has(self, backend: str) -> bool:
         return backend in self.backend_us and all(s["name"] in self.backend_us[backend] for s in self.shapes)
@@ -119,7 +136,7 @@ def gemm_time(pg: PointGemm, table: KernelTable, backend: str) -> PointGemm:
     out = PointGemm(**{k: v for k, v in pg.__dict__.items() if k not in ("decode_gemm_s", "prefill_gemm_s", "notes")})
     steps = pg.output_tokens / pg.batch if pg.batch else 0.0
     out.decode_gemm_s = steps * table.step_us(backend, pg.batch) * 1e-6
-    out.prefill_gemm_s = pg.requests * table.step_us(backend, max(1.0, pg.input_len)) * 1e-6
+    out.prefill_gemm_s = pg.requests * table.step_us(backend, max(1.0, pg.input_len), head_m=1) * 1e-6
     return out
 
 

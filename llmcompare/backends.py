@@ -71,6 +71,14 @@ def from_log_name(kernel: str) -> str | None:
     return next((b for b, info in BACKENDS.items() if kernel in info.log_names), None)
 
 
+LM_HEAD = "lm_head"  # the shape name of vocab x hidden (kernels/shapes.lm_head)
+
+
+def runs_on(name: str, shape: str) -> bool:
+    """Whether backend `name` times a shape: lm_head is fp16 in every engine, so the int4 backends skip it."""
+    return shape != LM_HEAD or not backend(name).quantized
+
+
 def weight_bytes(name: str, n: int, k: int, g: int) -> int:
     return backend(name).weight_bytes(n, k, g)
 

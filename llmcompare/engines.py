@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import tmgemm
 from .scenario import Engine, ScenarioError, expand
 
 
@@ -27,6 +28,7 @@ class LogFacts:
     version: str | None = None
     notes: list[str] = field(default_factory=list)
     max_model_len: int | None = None  # the context length it printed (lmdeploy's session_len)
+    gemm_choices: list[dict] = field(default_factory=list)  # TurboMind: per GEMM problem, its kernel (tmgemm.Tally)
 
 
 def engine_python(e: Engine) -> str | None:
@@ -96,7 +98,33 @@ def lmdeploy_log(text: str) -> LogFacts:
         facts.notes.append("turbomind backend")
     if m := _LMDEPLOY_SESSION_LEN.search(text):  # `turbomind engine config: ... session_len=S ...`
         facts.max_model_len = int(m.group(1))
+    return _gemm_facts(facts, tmgemm.summarize(text.splitlines()))
+
+
+GEMM_VERBOSE_NOTE = "TM_GEMM_VERBOSE"  # starts the note of an engine whose log holds `[Gemm] plan` lines
+
+
+def _gemm_facts(facts: LogFacts, tally: tmgemm.Tally) -> LogFacts:
+    """TurboMind's GEMM choices, and a note when it printed one line per GEMM per forward pass (0.18 with
+    TM_GEMM_VERBOSE=1: formatted on the thread that launches the kernels, so the run's throughput is that of an
+    instrumented engine; tmgemm.py)."""
+    if records := tally.records():
+        facts.gemm_choices = records
+    if tally.plan_lines:
+        facts.notes.append(f"{GEMM_VERBOSE_NOTE}: {tally.plan_lines} '[Gemm] plan' lines in its log, one per GEMM "
+                           "per forward pass: throughput measured with this logging on (instrumented)")
     return facts
+
+
+def read_log_file(kind_name: str, path) -> LogFacts:
+    """What a server's log file says, read line by line: TurboMind's `[Gemm]`/`[tune]` lines are counted (a
+    TM_GEMM_VERBOSE log can be gigabytes), the other lines go to the kind's read_log."""
+    tally, rest = tmgemm.Tally(), []
+    with open(path, errors="replace") as f:
+        for line in f:
+            if not tally.add(line):
+                rest.append(line)
+    return _gemm_facts(kind(kind_name).read_log("".join(rest)), tally)
 
 
 # One greedy body for every engine (read from vLLM 0.26/0.32's and lmdeploy's OpenAI protocol code, 2026-12-02):

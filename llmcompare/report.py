@@ -12,7 +12,7 @@ from pathlib import Path
 from . import charts, verdict
 from .doc import Doc, fmt
 from .references import references_section
-from .report_kernels import attribution_section, kernel_section
+from .report_kernels import attribution_section, gemm_verbose, kernel_section, served_gemm_section
 from .results import EngineRecord, KernelRun, ResultsReadError, ServeRun, load_run, read_jsonl
 
 
@@ -27,7 +27,8 @@ class Served:
 
     @property
     def title(self) -> str:
-        return f"{self.label} ({self.rec.version})" if self.rec.version else self.label
+        t = f"{self.label} ({self.rec.version})" if self.rec.version else self.label
+        return t + (" [instrumented: TM_GEMM_VERBOSE]" if gemm_verbose(self.rec) else "")
 
 
 def load_runs(paths: list[str]) -> tuple[list[ServeRun], list[KernelRun]]:
@@ -212,8 +213,9 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
     if engines:
         latency_verdicts(doc, engines, baseline)
         serve_details(doc, out, engines, refs)
+        served_gemm_section(doc, engines)
     if kruns:
-        kernel_section(doc, out, kruns)
+        kernel_section(doc, out, kruns, engines)
     if len(engines) > 1 and kruns:
         attribution_section(doc, out, engines, baseline, kruns)
     references_section(doc, refs, {lb: [(r.key.x, r.gap.pct) for r in rows if r.key.x] for lb, rows in gaps.items()},

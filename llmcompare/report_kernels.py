@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import attribution, charts, verdict
+from . import attribution, charts, kernelfacts, verdict
 from .doc import Doc, fmt
-from .results import KernelRun, read_jsonl
+from .engines import GEMM_VERBOSE_NOTE
+from .results import EngineRecord, KernelRun, read_jsonl
 
 
-def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun]) -> None:
+def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | None = None) -> None:
     doc.h(2, "Kernels: kernel-bench")
     for run in kruns:
         w = run.workers[0] if run.workers else {}
@@ -43,6 +44,9 @@ def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun]) -> None:
                 ("pct_roofline", "% of roofline floor", "Share of the roofline floor", False, None)):
             data = {sh["name"]: {b: [(p.m, getattr(p, key)) for p in pts if p.shape == sh["name"] and p.backend == b
                                      and getattr(p, key) is not None] for b in run.backends} for sh in run.shapes}
+            # a shape only some backends time (lm_head: cuBLAS) draws only the series it has
+            data = {sh: {b: v for b, v in series.items() if v} for sh, series in data.items()}
+            data = {sh: series for sh, series in data.items() if series}
             doc.img(charts.panels(out / f"kernels_{key}_{tag}.png", data, "M (tokens)", ylabel, title, logy, hline),
                     f"{title} ({tag})")
         small = [p for p in pts if p.kernels and p.m <= 64]
@@ -53,6 +57,91 @@ def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun]) -> None:
                        "% of copy bandwidth", "kernels"],
                       [[p.backend, p.shape, p.m, p.graph_us, p.eager_us, p.gemm_kernel_us, p.other_kernels_us,
                         p.pct_copy_bw, (p.kernel_names or "")[:140]] for p in small])
+        facts_section(doc, run, engines or {})
+
+
+def gemm_verbose(rec: EngineRecord) -> str | None:
+    """Why an engine's throughput is instrumented by TurboMind's GEMM logging, or None: its log holds `[Gemm] plan`
+    lines (engines.GEMM_VERBOSE_NOTE), or TM_GEMM_VERBOSE is set in its env and its lmdeploy is not older than
+    0.18 (0.17 has no such switch; tmgemm.py)."""
+    if note := next((n for n in rec.log_notes if n.startswith(GEMM_VERBOSE_NOTE)), None):
+        return note
+    value = rec.env.get("TM_GEMM_VERBOSE")
+    if rec.kind != "lmdeploy" or value in (None, "", "0"):
+        return None
+    ver = tuple(int(x) for x in re.findall(r"\d+", rec.version or "")[:2])
+    if ver and ver < (0, 18):
+        return None
+    return (f"TM_GEMM_VERBOSE={value} in its env: lmdeploy {rec.version or '(version not known)'} prints one line "
+            "per GEMM per forward pass, so its throughput was measured with this logging on (instrumented)")
+
+
+def served_gemm_section(doc: Doc, engines: dict) -> None:
+    """The kernel each served TurboMind linear layer ran, from its log (EngineRecord.gemm_choices)."""
+    rows, notes = [], []
+    for lb, sv in engines.items():
+        if w := gemm_verbose(sv.rec):
+            notes.append(f"{lb}: {w}.")
+        for r in sv.rec.gemm_choices:
+            tile = "x".join(map(str, r["tile"])) if r.get("tile") else "not in the name"
+            rows.append([lb, f"{r['m']}x{r['n']}x{r['k']}", r["kernel"], r["source"], tile, r.get("stages"),
+                         r.get("splits"), r["seen"], r["plan_lines"], r["candidates"]])
+    if not rows and not notes:
+        return
+    doc.h(3, "The kernel of each served GEMM (TurboMind's log)")
+    for n in notes:
+        doc.p(n)
+    if rows:
+        doc.p("Per problem (M x N x K: tokens x output x input features) that the server's log names, the kernel it "
+              "kept (`[Gemm]` line, else the fastest `[tune]` candidate), its CTA tile m x n x k and stages from the "
+              "kernel name, its split-K, and how many lines named it (seen; `[Gemm] plan` lines are one per forward "
+              "pass with TM_GEMM_VERBOSE=1 in 0.18; candidates are `[tune]` lines, 0.17 with TM_GEMM_TUNE_VERBOSE=1).")
+        doc.table(["engine", "M x N x K", "kernel", "from", "CTA tile", "stages", "split-K", "seen", "plan lines",
+                   "candidates"], rows)
+
+
+def _engines_by_backend(run: KernelRun, engines: dict) -> tuple[dict, dict, set[int]]:
+    """kernel-run backend -> engine labels, -> a served engine's gemm_choices; and the measured Ms covering the
+    batches the served runs reached (Little's law, attribution.point_profile)."""
+    labels: dict[str, list[str]] = {}
+    served: dict[str, list[dict]] = {}
+    ms: set[int] = set()
+    for lb, sv in engines.items():
+        b, _ = attribution.engine_backend(sv.rec, sv.scenario_engine)
+        kb = kernelfacts.run_backend(run, b, sv.rec) if b else None
+        if kb is None:
+            continue
+        labels.setdefault(kb, []).append(lb)
+        if sv.rec.gemm_choices:
+            served.setdefault(kb, sv.rec.gemm_choices)
+        for pts in verdict.usable_points(sv.rec).values():
+            if (m := kernelfacts.covering_m(run, attribution.point_profile(pts).batch)) is not None:
+                ms.add(m)
+    return labels, served, ms
+
+
+def facts_section(doc: Doc, run: KernelRun, engines: dict) -> None:
+    """Per backend, model shape and decode M: the kernel, its time, and the tile/SM/bandwidth facts behind it."""
+    labels, served, ms = _engines_by_backend(run, engines)
+    fs = kernelfacts.facts(run, served, labels, ms)
+    if not fs:
+        return
+    how = "; ".join(f"{term}: {' '.join(text.split())}" for term, text in re.findall(
+        r"^  (\S.*?) {2,}(.*?)(?=^  \S|\Z)", kernelfacts.__doc__.split("Facts (stated in every report):")[1],
+        re.M | re.S)) + "."
+    doc.p("Why each kernel takes its time at decode sizes (M <= 64"
+          + (f", and M = {sorted(ms)}: the measured M at or above each batch the served runs reached" if ms else "")
+          + f"). {how} SMs: " + "; ".join(sorted({f"{f.backend} {f.sms} ({f.sms_from})" for f in fs})) + ".")
+    rows = []
+    for f in fs:
+        tile = "x".join(map(str, f.tile)) + (" (transposed)" if f.transposed else "") if f.tile else (
+            "tile not reported" if f.kernel else "–")
+        split = str(f.splits) if f.splits else (f.split_note or "not reported")
+        rows.append([f.backend, ", ".join(f.engines) or "–", f.shape, f"{f.n}x{f.k}", f.m, f.graph_us,
+                     f.kernel or "–", f.kernel_from, tile, split, f.tiles, f"{f.per_sm:.2f}" if f.per_sm else "–",
+                     f.bytes / 1e6, f.pct_copy_bw, f.why()])
+    doc.table(["backend", "engines", "shape", "N x K", "M", "graph µs", "kernel", "kernel from", "CTA tile",
+               "split-K", "tiles", "CTAs per SM", "MB moved", "% of copy bandwidth", "why slow (computed)"], rows)
 
 
 def attribution_section(doc: Doc, out: Path, engines: dict, baseline: str, kruns: list[KernelRun]) -> None:
@@ -63,7 +152,8 @@ def attribution_section(doc: Doc, out: Path, engines: dict, baseline: str, kruns
     doc.p("Model: " + re.sub(r"\s+", " ", model).strip())
     table = attribution.KernelTable.from_run(kruns[-1])
     doc.p(f"Kernel table: {kruns[-1].dir} ({table.layers} layers, shapes "
-          f"{[(s['name'], s['n'], s['k']) for s in table.shapes]}).")
+          f"{[(s['name'], s['n'], s['k']) for s in table.shapes]}; lm_head "
+          f"{'measured (cuBLAS fp16, added to every engine)' if table.lm_head else 'not measured: left out'}).")
     labels = list(engines)
     labels.remove(baseline)
     labels.insert(0, baseline)

@@ -302,7 +302,8 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
         yield srv, name, facts
         srv.check()
         # kernels chosen lazily (first batch of a size) appear after start-up: read the log again
-        rf.engine(e.name, kernels=k.read_log(log_path.read_text(errors="replace")).kernels)
+        facts = engines.read_log_file(e.kind, log_path)  # line by line: a TM_GEMM_VERBOSE log is huge
+        rf.engine(e.name, kernels=facts.kernels, log_notes=facts.notes, gemm_choices=facts.gemm_choices)
 
 
 def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict,

@@ -156,6 +156,7 @@ class KernelBench:
     backends: list[str] = field(default_factory=lambda: ["cublas", "marlin", "machete", "turbomind"])
     python: dict[str, str] = field(default_factory=dict)  # backend -> python of the environment that has it
     extra_shapes: list[list[int]] = field(default_factory=list)  # [N, K] pairs beyond the model's
+    lm_head: bool = False  # also time lm_head (vocab x hidden, fp16 in every engine: unquantized backends only)
     group_size: int = 128
     rep_ms: float = 100.0  # timing budget per point and method (eager, graph)
     profile: bool = True

@@ -151,3 +151,90 @@ def kernel_for(choices: list[dict], m: int, n: int, k: int) -> dict | None:
     tuned = sorted((c for c in selected(choices).values() if "m" in c and (c["n"], c["k"]) == (n, k)),
                    key=lambda c: c["m"])
     return next((c for c in tuned if c["m"] >= m), None)
+
+
+# The compact per-problem record of a served engine's log (EngineRecord.gemm_choices): these keys of the kept
+# choice, then the counts of the lines that named the problem.
+RECORD_KEYS = ("problem", "m", "n", "k", "kernel", "family", "backend", "tile", "stages", "op_class", "splits",
+               "swizzle", "transposed")
+_CACHE_LINES = 4096  # distinct [Gemm] lines parsed once each: a served log repeats the same few per forward pass
+
+
+class Tally:
+    """A server log fed one line at a time: per GEMM problem, the kernel TurboMind kept (as `selected`: its last
+    [Gemm] line, else the fastest [tune] candidate) and how many lines named it. Counts are kept, lines are not:
+    an 0.18 server with TM_GEMM_VERBOSE=1 prints one `[Gemm] plan` line per GEMM per forward pass (~112 per
+    decode step of a 28-layer model), so its log grows by millions of lines in a serving run."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, dict] = {}  # problem -> the choice kept (a parsed line)
+        self._counts: dict[str, dict[str, int]] = {}  # problem -> plan_lines, tune_lines, candidates, tunings
+        self._kernels: dict[str, set[str]] = {}  # problem -> kernels its [Gemm] lines named
+        self._parsed: dict[str, dict] = {}  # [Gemm] line -> its parse
+        self._prev, self._rank = None, 0
+        self.plan_lines = 0  # all `[Gemm] plan` lines: > 0 means the engine ran with TM_GEMM_VERBOSE (0.18)
+
+    def add(self, raw: str) -> bool:
+        """Counts one log line; False when it is not a GEMM-choice line."""
+        line = raw.strip()
+        if line.startswith("[Gemm] "):
+            c = self._parsed.get(line)
+            if c is None:
+                if not (m := _GEMM.match(line)):
+                    return False
+                c = _choice("gemm", m.groupdict())
+                if len(self._parsed) < _CACHE_LINES:
+                    self._parsed[line] = c
+            self._prev = None
+            plan = c["kind"] == "plan"
+            self.plan_lines += plan
+            self._count(c["problem"], "plan_lines" if plan else "tune_lines")
+            self._kernels.setdefault(c["problem"], set()).add(c["kernel"])
+            self._kept[c["problem"]] = c
+            return True
+        if line.startswith("[tune] ") and (m := _TUNE.match(line)):
+            c = _choice("tune", m.groupdict())
+            self._rank = self._rank + 1 if c["problem"] == self._prev else 0
+            self._prev = c["problem"]
+            self._count(c["problem"], "candidates")
+            if self._rank == 0:
+                self._count(c["problem"], "tunings")
+                if self._kept.get(c["problem"], {}).get("line") != "gemm":
+                    self._kept[c["problem"]] = c
+            return True
+        return False
+
+    def _count(self, problem: str, key: str) -> None:
+        counts = self._counts.setdefault(problem, {"plan_lines": 0, "tune_lines": 0, "candidates": 0, "tunings": 0})
+        counts[key] += 1
+
+    def records(self) -> list[dict]:
+        """One dict per problem, by (n, k, m): RECORD_KEYS of the kept choice ("tile" is the CTA tile [m, n, k]
+        from the kernel name; "splits" the split-K count), source ("[Gemm] plan", "[Gemm] tune" or "[tune]
+        fastest"), plan_lines and tune_lines (its [Gemm] lines), candidates ([tune] lines), tunings (times it
+        was tuned), seen (lines that stated the choice: its [Gemm] lines, else its tunings) and kernels (distinct
+        kernels its [Gemm] lines named: more than 1 means the choice changed during the run)."""
+        out = []
+        for problem, c in self._kept.items():
+            counts = self._counts[problem]
+            gemm_lines = counts["plan_lines"] + counts["tune_lines"]
+            out.append({key: c.get(key) for key in RECORD_KEYS}
+                       | {"source": f"[Gemm] {c['kind']}" if c["line"] == "gemm" else "[tune] fastest"}
+                       | counts | {"seen": gemm_lines or counts["tunings"],
+                                  "kernels": len(self._kernels.get(problem, ())) or 1})
+        return sorted(out, key=lambda r: (r["n"] or 0, r["k"] or 0, r["m"] or 0, r["problem"]))
+
+
+def summarize(lines) -> Tally:
+    """A Tally of an iterable of lines (an open file: read line by line, never whole)."""
+    t = Tally()
+    for line in lines:
+        t.add(line)
+    return t
+
+
+def served_kernel(records: list[dict], m: int, n: int, k: int) -> dict | None:
+    """The record of the kernel a served engine runs for an M-row GEMM of an [n, k] weight: the smallest M >= m
+    its log names for that weight (as kernel_for: `[Gemm] plan` lines name the M run, warm-up the M tuned)."""
+    same = sorted((r for r in records if (r["n"], r["k"]) == (n, k) and r["m"] is not None), key=lambda r: r["m"])
+    return next((r for r in same if r["m"] >= m), None)

@@ -47,3 +47,33 @@ def test_decode_batch_by_littles_law_with_the_engine_gauge_beside_it():
     pg = A.point_profile([PointResult(concurrency=4, status="complete", metrics=m)], [4, 3])
     assert pg.batch == pytest.approx(3.6) and pg.input_len == 20
     assert pg.batch_source == "Little's law (client); engine /metrics said 3.5"
+
+
+def test_lm_head_is_added_per_step_for_every_engine_and_leaves_the_gap_prediction():
+    t = table()
+    t.lm_head = [(1, 5.0), (64, 5.0), (256, 20.0)]  # cuBLAS fp16 vocab x hidden: any engine
+    assert t.lm_head_us(8) == pytest.approx(5.0) and t.lm_head_us(512) == pytest.approx(40.0)
+    assert t.step_us("slow", 8) == pytest.approx(2 * (20 + 20) + 5)  # once per step, not per layer
+    assert t.step_us("slow", 256, head_m=1) == pytest.approx(2 * (80 + 80) + 5)  # prefill: the last token only
+    base = A.PointGemm("c=10", 10.0, "test", 100, 1000, 64.0, 1.0, 1000.0)
+    cand = A.PointGemm("c=10", 10.0, "test", 100, 1000, 64.0, 0.8, 1250.0)
+    r = A.compare("c=10", cand, base, t, "fast", "slow")
+    # test_gap_prediction_by_hand's 16 ms, plus 100 decode steps and 100 prefills of 5 µs of lm_head each
+    assert r.gemm_s_baseline == pytest.approx(0.016 + 0.001)
+    assert r.gemm_share_baseline == pytest.approx(0.017)
+    assert r.gemm_predicted_gap_pct == pytest.approx(100 * (1 / 0.992 - 1))  # the same time on both sides
+    assert A.KernelTable({}, [], 1).lm_head_us(8) == 0.0  # not measured: left out
+
+
+def test_kernel_table_reads_lm_head_from_cublas_points_only():
+    from llmcompare.results import KernelPoint, KernelRun
+
+    run = KernelRun(layers=2, shapes=[{"name": "a", "n": 8, "k": 8, "per_layer": 1},
+                                      {"name": "lm_head", "n": 64, "k": 8, "per_layer": 0}],
+                    points=[KernelPoint(backend="cublas", shape="lm_head", m=m, status="ok", graph_us=t)
+                            for m, t in ((16, 7.0), (1, 6.0))]
+                    + [KernelPoint(backend="marlin", shape="lm_head", m=1, status="ok", graph_us=1.0),
+                       KernelPoint(backend="marlin", shape="a", m=1, status="ok", graph_us=3.0)])
+    t = A.KernelTable.from_run(run)
+    assert t.lm_head == [(1, 6.0), (16, 7.0)] and [s["name"] for s in t.shapes] == ["a"]
+    assert t.step_us("marlin", 1) == pytest.approx(2 * 3.0 + 6.0) and t.has("marlin")

@@ -67,3 +67,63 @@ def test_lmdeploy_fallback_is_an_error():
     with pytest.raises(engines.EngineFallbackError, match="fell back from TurboMind"):
         engines.lmdeploy_log(log)
     assert engines.lmdeploy_log("INFO turbomind engine ready").kernels == {}
+
+
+def _h200_log(name: str) -> list[str]:
+    import lzma
+    from pathlib import Path
+
+    with lzma.open(Path(__file__).resolve().parents[1] / "reports/h200-versions" / name, "rt") as f:
+        return f.readlines()
+
+
+def test_a_served_turbomind_log_gives_its_gemm_choices_and_an_instrumented_note(tmp_path):
+    """The real lmdeploy 0.18 server log of the H200 run, with the real GEMM lines TurboMind printed in kernel-bench
+    inserted after its warm-up, then 10,000 decode steps' `[Gemm] plan` lines (the M=1 lines as plan)."""
+    server = _h200_log("qwen-awq-h200-20261202-162119/turbomind.server.log.xz")
+    gemm = [ln for ln in _h200_log("kernels-qwen-awq-h200-20261202-163848/worker-cublas-marlin-machete-turbomind.log.xz")
+            if ln.startswith(("[Gemm]", "[tune]"))]
+    plans = [ln.replace("tune", "plan", 1) for ln in gemm if ln.startswith("[Gemm] tune") and "_fff_1x" in ln.split()[2]]
+    log = tmp_path / "turbomind.server.log"
+    with open(log, "w") as f:
+        f.writelines(server[:40] + gemm + plans * 10_000 + server[40:])
+    facts = engines.read_log_file("lmdeploy", log)
+    assert facts.max_model_len == 4096 and "turbomind backend" in facts.notes  # the rest of the log still read
+    by = {(r["m"], r["n"], r["k"]): r for r in facts.gemm_choices}
+    assert len(by) == 60 and by[(1, 3584, 18944)]["plan_lines"] == 10_000 and by[(1, 3584, 18944)]["tile"] == [8, 128, 64]
+    (note,) = [n for n in facts.notes if n.startswith(engines.GEMM_VERBOSE_NOTE)]
+    assert "40000 '[Gemm] plan' lines" in note and "instrumented" in note
+    # the same log without the plan lines: choices from warm-up, no note
+    with open(log, "w") as f:
+        f.writelines(server[:40] + gemm + server[40:])
+    facts = engines.read_log_file("lmdeploy", log)
+    assert len(facts.gemm_choices) == 60 and not any(n.startswith(engines.GEMM_VERBOSE_NOTE) for n in facts.notes)
+    # and the committed log as it is (TM_GEMM_VERBOSE was off): none
+    with open(log, "w") as f:
+        f.writelines(server)
+    assert engines.read_log_file("lmdeploy", log).gemm_choices == []
+
+
+def test_read_log_file_still_raises_on_a_fallback_and_reads_vllm_kernels(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text("INFO x\nWARNING turbomind: Fallback to pytorch engine because ...\n")
+    with pytest.raises(engines.EngineFallbackError):
+        engines.read_log_file("lmdeploy", log)
+    log.write_text("".join(_h200_log("qwen-awq-h200-20261202-163315/vllm.server.log.xz")))
+    facts = engines.read_log_file("vllm", log)
+    assert facts.kernels == {"AutoAWQMarlinLinearMethod": "MacheteLinearKernel"} and facts.gemm_choices == []
+
+
+def test_an_old_run_json_without_gemm_choices_reads_and_a_new_one_round_trips(tmp_path):
+    import json
+    from pathlib import Path
+
+    from llmcompare.results import load_run, write_json
+
+    old = Path(__file__).resolve().parents[1] / "reports/h200-versions/qwen-awq-h200-20261202-162119"
+    assert "gemm_choices" not in json.loads((old / "run.json").read_text())["engines"]["turbomind"]
+    run = load_run(old)
+    assert run.engines["turbomind"].gemm_choices == [] and run.engines["turbomind"].version == "0.18.0"
+    run.engines["turbomind"].gemm_choices = [{"m": 1, "n": 4608, "k": 3584, "tile": [8, 128, 64], "splits": 1}]
+    write_json(tmp_path / "run.json", run)
+    assert load_run(tmp_path).engines["turbomind"].gemm_choices[0]["tile"] == [8, 128, 64]

@@ -23,3 +23,14 @@ def test_headline_scenario_shapes_include_the_blog_gemm():
 def test_config_missing_fields():
     with pytest.raises(ScenarioError, match="lacks 'intermediate_size'"):
         from_config({"hidden_size": 8, "num_attention_heads": 1})
+
+
+def test_lm_head_is_timed_when_asked_and_by_unquantized_backends_only():
+    from llmcompare.backends import runs_on
+
+    s = scenario.load("qwen-awq", {"kernel_bench": {"lm_head": True}})
+    head = unique_shapes(s)[-1]
+    assert (head.name, head.n, head.k, head.per_layer) == ("lm_head", 152064, 3584, 0)  # Qwen2.5-7B: vocab x hidden
+    assert "lm_head" not in [g.name for g in unique_shapes(scenario.load("qwen-awq"))]
+    assert runs_on("cublas", "lm_head") and not runs_on("marlin", "lm_head") and not runs_on("turbomind@0.17.0", "lm_head")
+    assert runs_on("marlin", "qkv")

@@ -3,6 +3,7 @@ serve-bench run of two real vLLM CPU servers, made from tests/data/report-scenar
 (kernel-bench on the H200)."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -130,3 +131,64 @@ def test_two_runs_of_the_same_engines_are_compared_side_by_side(tmp_path):
                                     "report-serve-again/vllm-b"}
     gaps = md_rows(md, "engine")  # the verdict table
     assert [r[4] for r in gaps if r[0] == "report-serve-again/vllm-a"] == ["+0.0% (no interval)"] * 2  # the same
+
+
+H200 = ROOT / "reports/h200-versions"
+
+
+def test_kernel_facts_and_served_gemm_choices_of_the_h200_runs(tmp_path):
+    """The real 0.18 and vLLM runs and kernel run of the H200; the 0.18 run.json given the GEMM choices that
+    TurboMind printed in kernel-bench (real lines, tmgemm.Tally) and TM_GEMM_VERBOSE=1 in its env."""
+    import lzma
+
+    from llmcompare.tmgemm import summarize
+
+    with lzma.open(H200 / "kernels-qwen-awq-h200-20261202-163848/worker-cublas-marlin-machete-turbomind.log.xz",
+                   "rt") as f:
+        choices = summarize(f).records()
+    tm = tmp_path / "tm"
+    tm.mkdir()
+    run = json.loads((H200 / "qwen-awq-h200-20261202-162119/run.json").read_text())
+    run["engines"]["turbomind"] |= {"gemm_choices": choices, "env": {"TM_GEMM_VERBOSE": "1"}}
+    (tm / "run.json").write_text(json.dumps(run))
+    out = build_report([str(tm), str(H200 / "qwen-awq-h200-20261202-163315"),
+                        str(H200 / "kernels-qwen-awq-h200-20261202-163848")], str(tmp_path / "r"))
+    md = (out / "report.md").read_text()
+    assert "turbomind (0.18.0) [instrumented: TM_GEMM_VERBOSE]" in md  # next to the engine, in the verdict
+    assert "turbomind: TM_GEMM_VERBOSE=1 in its env: lmdeploy 0.18.0 prints one line per GEMM" in md
+    served = {r[1]: r for r in md_rows(md.split("The kernel of each served GEMM", 1)[1], "engine")}
+    assert len(served) == 60 and served["1x37888x3584"][4] == "8x128x64" and served["1x37888x3584"][3] == "[Gemm] tune"
+    facts = {(r[0], r[2], r[4]): r for r in md_rows(md.split("Why each kernel takes its time", 1)[1], "backend")}
+    head = ["backend", "engines", "shape", "N x K", "M", "graph µs", "kernel", "kernel from", "CTA tile", "split-K",
+            "tiles", "CTAs per SM", "MB moved", "% of copy bandwidth", "why slow (computed)"]
+    row = dict(zip(head, facts[("turbomind", "gate_up", "1")], strict=True))
+    assert row["engines"] == "turbomind" and row["kernel from"] == "served log" and row["CTA tile"] == "8x128x64"
+    assert row["tiles"] == str(math.ceil(37888 / 128)) == "296" and row["CTAs per SM"] == "2.24" and row["split-K"] == "1"
+    assert row["why slow (computed)"].startswith("1.7x turbomind@0.17.0's 30.7 µs; 296 CTAs on 132 SMs")
+    assert facts[("machete", "qkv", "1")][1] == "vllm" and facts[("machete", "qkv", "1")][8] == "tile not reported"
+    assert ("turbomind@0.17.0", "qkv", "1") in facts and facts[("turbomind@0.17.0", "qkv", "1")][1] == "–"
+    # the served runs reached batches above 64 (c=256): the measured M covering them is shown too
+    assert ("turbomind", "qkv", "256") in facts and "SMs: cublas 132 (NVIDIA H200 (kernel run))" in md
+
+
+def test_a_kernel_run_with_lm_head_enters_the_attribution(tmp_path):
+    """The H200 kernel run with cuBLAS lm_head points added (made up: that run did not time lm_head); only
+    cuBLAS has them, as kernel-bench's worker skips the int4 backends on lm_head."""
+    run = json.loads((H200 / "kernels-qwen-awq-h200-20261202-163848/run.json").read_text())
+    run["shapes"].append({"name": "lm_head", "n": 152064, "k": 3584, "per_layer": 0})
+    run["points"] += [{"backend": "cublas", "shape": "lm_head", "n": 152064, "k": 3584, "m": m, "status": "ok",
+                       "graph_us": 160.0 * max(1, m / 64)} for m in (1, 64, 256)]
+    k = tmp_path / "k"
+    k.mkdir()
+    (k / "run.json").write_text(json.dumps(run))
+    serve = [str(H200 / "qwen-awq-h200-20261202-162119"), str(H200 / "qwen-awq-h200-20261202-163315")]
+    with_head = (build_report(serve + [str(k)], str(tmp_path / "a")) / "report.md").read_text()
+    without = (build_report(serve + [str(H200 / "kernels-qwen-awq-h200-20261202-163848")], str(tmp_path / "b"))
+               / "report.md").read_text()
+    assert "lm_head measured (cuBLAS fp16, added to every engine)" in with_head
+    assert "lm_head not measured: left out" in without
+    a = md_rows(with_head.split("## Attribution", 1)[1], "engine")
+    b = md_rows(without.split("## Attribution", 1)[1], "engine")
+    assert [r[:3] for r in a] == [r[:3] for r in b] and len(a) == 4
+    assert all(float(x[8]) > float(y[8]) for x, y in zip(a, b, strict=True))  # GEMM shares grow with lm_head
+    assert [x[6] for x in a] == [y[6] for y in b]  # the predicted gap does not move (to the printed digit)

@@ -90,3 +90,75 @@ def test_served_m_uses_the_smallest_tuned_m_at_or_above_it():
     cs = turbomind_gemm_choices(warmup)
     assert [kernel_for(cs, m, 512, 3584)["splits"] for m in (1, 2, 16, 17, 64)] == [7, 3, 3, 1, 1]
     assert kernel_for(cs, 65, 512, 3584) is None and kernel_for(cs, 1, 512, 4096) is None
+
+
+# --- Tally: the per-problem record of a served engine's log, on the real lines TurboMind printed on the H200 ---
+
+import lzma  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from llmcompare.tmgemm import Tally, served_kernel, summarize  # noqa: E402
+
+H200 = Path(__file__).resolve().parents[1] / "reports/h200-versions"
+KRUN = H200 / "kernels-qwen-awq-h200-20261202-163848"
+
+
+def real_lines(worker: str) -> list[str]:
+    """TurboMind's own stdout from kernel-bench's worker on the H200 (0.18: [tune] and [Gemm] tune; 0.17: [tune])."""
+    with lzma.open(KRUN / worker, "rt") as f:
+        return [ln for ln in f if ln.startswith(("[Gemm]", "[tune]"))]
+
+
+def test_tally_of_real_018_lines_keeps_the_gemm_line_and_counts_candidates():
+    lines = real_lines("worker-cublas-marlin-machete-turbomind.log.xz")
+    recs = {r["problem"]: r for r in summarize(lines).records()}
+    # one record per problem kernel-bench ran: 4 shapes x 15 M
+    assert len(recs) == 60
+    r = recs["sm90_f16_u4k32_f16_tnt_fff_1x37888x3584_1"]
+    assert (r["m"], r["n"], r["k"]) == (1, 37888, 3584)
+    assert r["kernel"] == ("sm90_f16_u4k32_f16_tnt_ibb_8x128x64_4_1x1_gmma_h64n16_64x8x16_atom1x1x1_fused_silu_mgroup_"
+                           "c8x128_a1x64x64_algo102_r_00")
+    assert r["tile"] == [8, 128, 64] and r["stages"] == 4 and r["splits"] == 1 and r["family"] == "35"
+    assert r["source"] == "[Gemm] tune" and r["tune_lines"] == 1 and r["plan_lines"] == 0 and r["seen"] == 1
+    assert r["candidates"] == 4 and r["tunings"] == 1  # the 4 [tune] lines before it, on the log's lines 586-589
+    # the same answer as the list parser's `selected`
+    kept = selected(turbomind_gemm_choices("".join(lines)))
+    assert {p: c["kernel"] for p, c in kept.items()} == {p: r["kernel"] for p, r in recs.items()}
+
+
+def test_tally_of_real_017_lines_keeps_the_fastest_candidate():
+    lines = real_lines("worker-turbomind_0.17.0.log.xz")
+    recs = {r["problem"]: r for r in summarize(lines).records()}
+    r = recs["sm90_f16_u4k128_f16_ttt_fff_1x4608x3584_1"]
+    first = turbomind_gemm_choices(next(ln for ln in lines if "_1x4608x3584_1 " in ln))[0]
+    assert r["source"] == "[tune] fastest" and r["kernel"] == first["kernel"] and r["splits"] == first["splits"] == 2
+    assert r["tile"] == [16, 64, 128] and r["plan_lines"] == r["tune_lines"] == 0 and r["seen"] == r["tunings"] >= 1
+
+
+def test_tally_counts_plan_lines_without_keeping_them():
+    warm = real_lines("worker-cublas-marlin-machete-turbomind.log.xz")
+    # the M=1 problems' lines as `[Gemm] plan`: what a decode step at batch 1 prints, once per layer's GEMM
+    plans = [ln.replace("[Gemm] tune ", "[Gemm] plan ", 1) for ln in warm
+             if ln.startswith("[Gemm] tune") and parse_problem(ln.split()[2])["m"] == 1]
+    assert len(plans) == 4
+
+    def log():  # 200,000 forward passes, generated: never a list
+        yield from warm
+        for _ in range(200_000):
+            yield from plans
+
+    t = summarize(log())
+    assert t.plan_lines == 800_000
+    recs = {(r["m"], r["n"], r["k"]): r for r in t.records()}
+    r = recs[(1, 4608, 3584)]
+    assert r["source"] == "[Gemm] plan" and r["plan_lines"] == 200_000 and r["seen"] == 200_001 and r["kernels"] == 1
+    assert recs[(2, 4608, 3584)]["plan_lines"] == 0
+    assert len(t._parsed) <= 64  # the distinct lines it parsed, not the 800,000 it read
+
+
+def test_served_kernel_is_the_smallest_tuned_m_at_or_above():
+    recs = summarize(real_lines("worker-cublas-marlin-machete-turbomind.log.xz")).records()
+    assert served_kernel(recs, 3, 4608, 3584)["m"] == 4
+    assert served_kernel(recs, 64, 37888, 3584)["tile"] == [64, 128, 64]
+    assert served_kernel(recs, 1, 4608, 4096) is None and served_kernel(recs, 20000, 4608, 3584) is None
+    assert Tally().records() == []

@@ -6,6 +6,9 @@ TurboMind's fused qkv and w1w3), so a Qwen2/Llama-style layer runs four int4 GEM
   o        N = hidden                              K = heads * head_dim
   gate_up  N = 2 * intermediate                    K = hidden
   down     N = hidden                              K = intermediate
+and, outside the layers, lm_head (N = vocab, K = hidden): fp16 in every engine (AWQ leaves it unquantized), run
+once per forward pass on the rows that are sampled (decode: M = batch); kernel_bench.lm_head times it, on the
+unquantized backends only (cuBLAS).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends import LM_HEAD
 from ..checkpoint import PRESETS
 from ..scenario import Scenario, ScenarioError, expand
 
@@ -42,6 +46,11 @@ def from_config(cfg: dict) -> list[GemmShape]:
     ]
 
 
+def lm_head(cfg: dict) -> GemmShape:
+    """vocab x hidden, per forward pass, not per layer (per_layer 0)."""
+    return GemmShape(LM_HEAD, cfg["vocab_size"], cfg["hidden_size"], per_layer=0)
+
+
 def model_config(s: Scenario) -> dict:
     """config.json of the scenario's model; for a model not made yet, the config its make preset would write."""
     path = Path(expand(s.model.path))
@@ -66,6 +75,8 @@ def unique_shapes(s: Scenario) -> list[GemmShape]:
         if (n, k) not in seen:
             seen.add((n, k))
             out.append(GemmShape(f"{n}x{k}", n, k, per_layer=0))
+    if s.kernel_bench.lm_head:
+        out.append(lm_head(cfg))
     g = s.kernel_bench.group_size
     for sh in out:
         if sh.k % g or sh.n % 64:

@@ -23,7 +23,7 @@ import traceback
 import numpy as np
 
 from llmcompare import awq
-from llmcompare.backends import weight_bytes
+from llmcompare.backends import runs_on, weight_bytes
 
 L2_FLUSH_BYTES = 256 << 20  # rotate over copies totalling > 4x the H200's 60 MB L2
 
@@ -217,6 +217,8 @@ def main() -> None:
     for name, n, k in cfg["shapes"]:
         t = tensors(torch, n, k, cfg["group_size"], cfg["seed"])
         for b, impl in impls.items():
+            if not runs_on(b, name):
+                continue
             copies = max(1, min(32, math.ceil(L2_FLUSH_BYTES / weight_bytes(b, n, k, cfg["group_size"]))))
             try:
                 ws = [impl.prepare(t) for _ in range(copies)]
