@@ -204,6 +204,7 @@ class EngineRecord:
     request_body: dict = field(default_factory=dict)  # sent with every request (prompt, max_tokens per request)
     kernels: dict[str, str] = field(default_factory=dict)  # linear method -> kernel its log names
     log_notes: list[str] = field(default_factory=list)
+    tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
     client_idle_loop_lag_p99_ms: float | None = None
     points: list[PointResult] = field(default_factory=list)
 
