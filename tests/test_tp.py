@@ -96,3 +96,83 @@ def test_host_without_nvidia_smi_or_with_a_failing_one_still_answers(tmp_path, m
     assert info["gpus"] == [] and info["gpu_count"] == 0 and info["gpu_topology"] is None
     monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path, topo_rc=9) + os.pathsep + "/usr/bin:/bin")
     assert host.host_info(tensor_parallel=2)["gpu_topology"] is None
+
+
+# ---- the all-reduce worker (kernels/collectives.py) --------------------------------------------------------
+def test_allreduce_plan_sizes_and_bad_arguments():
+    from llmcompare.kernels import collectives as C
+
+    cfg = C.config(2, 5120, [256, 1, 16, 1], dtype="bfloat16")
+    pts = C.plan(cfg)
+    assert [(p.m, p.bytes) for p in pts] == [(1, 10240), (16, 163840), (256, 2621440)]  # M x 5120 x 2 bytes
+    assert {(p.world_size, p.hidden_size, p.dtype, p.backend) for p in pts} == {(2, 5120, "bfloat16", "nccl")}
+    with pytest.raises(ValueError, match="world_size: an all-reduce needs 2 or more processes, got 1"):
+        C.config(1, 5120, [1])
+    with pytest.raises(ValueError, match="dtype: 'int8' is not valid; valid: float16, bfloat16, float32"):
+        C.config(2, 5120, [1], dtype="int8")
+    with pytest.raises(ValueError, match="every M must be > 0"):
+        C.config(2, 5120, [0])
+
+
+def test_allreduce_summary_and_bus_bandwidth_by_hand():
+    from llmcompare.kernels import collectives as C
+
+    p = C.plan(C.config(4, 1024, [512]))[0]  # 512 x 1024 x 2 = 1 MiB per GPU
+    p = C.summarise(p, [30.0, 10.0, 20.0, 40.0, 50.0])
+    assert (p.status, p.us, p.us_p20, p.us_p80) == ("ok", 30.0, 20.0, 50.0)
+    assert p.algbw_gbps == pytest.approx(1048576 / 30e-6 / 1e9)
+    assert p.busbw_gbps == pytest.approx(p.algbw_gbps * 2 * 3 / 4)  # ring: each byte crosses 2(n-1)/n links
+
+
+def test_worker_lines_parse_into_typed_points():
+    from llmcompare.kernelrun import AllReducePoint
+    from llmcompare.kernels import collectives as C
+
+    lines = ["NCCL INFO Bootstrap : Using eth0", "[1, 2]", '{"type": "env", "torch": "2.9"}',
+             '{"type": "allreduce", "world_size": 2, "m": 16, "hidden_size": 5120, "bytes": 163840, "status": "ok", '
+             '"us": 12.5, "busbw_gbps": 13.1, "new_field": 1}']
+    msgs = [m for m in map(C.parse_line, lines) if m]
+    assert [m["type"] for m in msgs] == ["env", "allreduce"]
+    p = C.point_of(msgs[1])
+    assert isinstance(p, AllReducePoint) and (p.m, p.us, p.busbw_gbps, p.dtype) == (16, 12.5, 13.1, "float16")
+
+
+def test_allreduce_timing_loop_runs_over_gloo_on_cpu(vllm_py, tmp_path):
+    """The worker itself, two processes over gloo on this CPU (the vLLM CPU build's torch): NCCL is not here."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from llmcompare.kernels import collectives as C
+
+    cfg = C.config(2, 64, [1, 8], backend="gloo", iters=3, reps=5, warmup=1)
+    root = str(Path(__file__).resolve().parents[1])
+    p = subprocess.run([vllm_py, "-m", "llmcompare.kernels.collectives", json.dumps(cfg)], capture_output=True,
+                       text=True, timeout=180, env={**os.environ, "PYTHONPATH": root})
+    assert p.returncode == 0, p.stderr[-2000:]
+    msgs = [m for m in map(C.parse_line, p.stdout.splitlines()) if m]
+    assert [m["type"] for m in msgs] == ["env", "allreduce", "allreduce", "done"]  # rank 0 alone prints
+    pts = [C.point_of(m) for m in msgs[1:3]]
+    assert [(x.m, x.bytes, x.status, x.backend) for x in pts] == [(1, 128, "ok", "gloo"), (8, 1024, "ok", "gloo")]
+    assert all(0 < x.us_p20 <= x.us <= x.us_p80 for x in pts)
+
+
+def test_kernel_bench_at_degree_2_times_per_gpu_shapes_and_records_the_allreduce(tmp_path, monkeypatch):
+    import sys
+
+    from llmcompare.kernels import bench
+    from llmcompare.results import load_run
+
+    block = tmp_path / "block" / "torch"  # the worker's `import torch` fails: every backend and the all-reduce skip
+    block.mkdir(parents=True)
+    (block / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
+    monkeypatch.setenv("PYTHONPATH", str(block.parent))
+    s = scenario.load("qwen32b-awq-tp2-h200", {"output_dir": str(tmp_path), "kernel_bench": {
+        "m": [1, 64], "backends": ["cublas"], "python": {"cublas": sys.executable}}})
+    run = load_run(bench.kernel_bench(s, ["test"]))
+    assert run.tensor_parallel == 2 and run.host["tensor_parallel"] == 2 and run.layers == 64
+    assert [(x["name"], x["n"], x["k"]) for x in run.shapes] == [
+        ("qkv", 3584, 5120), ("o", 5120, 2560), ("gate_up", 27648, 5120), ("down", 5120, 13824)]
+    w = run.collectives_worker
+    assert w["status"] == "skipped" and "torch is not installed" in w["reason"]
+    assert w["config"]["world_size"] == 2 and w["config"]["hidden_size"] == 5120 and w["config"]["m"] == [1, 64]
