@@ -176,3 +176,39 @@ def test_kernel_bench_at_degree_2_times_per_gpu_shapes_and_records_the_allreduce
     w = run.collectives_worker
     assert w["status"] == "skipped" and "torch is not installed" in w["reason"]
     assert w["config"]["world_size"] == 2 and w["config"]["hidden_size"] == 5120 and w["config"]["m"] == [1, 64]
+
+
+def test_report_splits_each_engines_time_into_gemm_communication_and_the_rest(tmp_path):
+    """The committed H200 kernel run, given an all-reduce table as a degree-2 run would record, beside the
+    committed two-engine serve run: the report's time split adds up to each point's duration."""
+    import json
+    import re
+    from pathlib import Path
+
+    from llmcompare.report import build_report
+
+    root = Path(__file__).resolve().parents[1]
+    kdir = tmp_path / "kernels-tp2"
+    kdir.mkdir()
+    run = json.loads((root / "reports/h200-kernels/run.json").read_text())
+    run["tensor_parallel"] = 2
+    run["collectives_worker"] = {"status": "complete", "env": {"nccl": "2.27.3"}}
+    run["collectives"] = [{"world_size": 2, "m": m, "hidden_size": 3584, "bytes": m * 3584 * 2, "status": "ok",
+                           "us": us, "busbw_gbps": 1.0} for m, us in ((1, 10.0), (256, 20.0), (16384, 400.0))]
+    (kdir / "run.json").write_text(json.dumps(run))
+    out = build_report([str(root / "tests/data/report-serve"), str(kdir)], str(tmp_path / "r"))
+    md = (out / "report.md").read_text()
+    assert "All-reduce over 2 GPUs (torch.distributed, NCCL, eager" in md
+    assert "one GPU's share at tensor_parallel 2; all-reduce measured at M [1, 256, 16384]" in md
+    assert "WARNING: vllm-a ran at tensor_parallel 1, the kernel table is at 2." in md
+    split = md.split("Time per engine and point", 1)[1]
+    header = next(ln for ln in split.splitlines() if ln.startswith("| engine |"))
+    assert header.startswith("| engine | point | GEMM backend | duration s | GEMM s | GEMM % | comm s | comm %")
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in split.splitlines()
+            if ln.startswith("| vllm-")]
+    assert {(r[0], r[1]) for r in rows} == {("vllm-a", "c=1"), ("vllm-a", "c=4"), ("vllm-b", "c=1"), ("vllm-b", "c=4")}
+    num = lambda s: float(re.sub(",", "", s))  # noqa: E731
+    for r in rows:
+        assert num(r[6]) > 0  # communication is counted
+        assert num(r[4]) + num(r[6]) + num(r[8]) == pytest.approx(num(r[3]), abs=0.2)  # rounded to 0.1
+        assert num(r[5]) + num(r[7]) + num(r[9]) == pytest.approx(100, abs=0.2)
