@@ -212,3 +212,18 @@ def test_report_splits_each_engines_time_into_gemm_communication_and_the_rest(tm
         assert num(r[6]) > 0  # communication is counted
         assert num(r[4]) + num(r[6]) + num(r[8]) == pytest.approx(num(r[3]), abs=0.2)  # rounded to 0.1
         assert num(r[5]) + num(r[7]) + num(r[9]) == pytest.approx(100, abs=0.2)
+
+
+def test_doctor_counts_the_gpus_an_engine_at_degree_n_can_see(monkeypatch):
+    from llmcompare import doctor, gpu
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    one = [gpu.Gpu(0, "NVIDIA H200", "580", 9.0, 143771, 0)]
+    check = lambda tp, **env: doctor.EnvCheck(0, Engine(name="v", kind="vllm", tensor_parallel=tp, env=env),  # noqa: E731
+                                              probe={"version": "0.26.0", "torch": "2.11", "torch_cuda": "13.0"})
+    (f,) = doctor.check_tensor_parallel([check(2)], one)
+    assert (f.level, f.detail) == ("problem", "2 GPUs asked, 1 visible") and "lower tensor_parallel" in f.fix
+    assert doctor.check_tensor_parallel([check(2)], one * 2)[0].level == "ok"
+    (f,) = doctor.check_tensor_parallel([check(2, CUDA_VISIBLE_DEVICES="3")], one * 8)
+    assert (f.level, f.detail) == ("problem", "2 GPUs asked, 1 visible (CUDA_VISIBLE_DEVICES=3)")
+    assert doctor.check_tensor_parallel([check(1)], one) == []  # one GPU: nothing to say
