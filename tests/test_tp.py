@@ -227,3 +227,33 @@ def test_doctor_counts_the_gpus_an_engine_at_degree_n_can_see(monkeypatch):
     (f,) = doctor.check_tensor_parallel([check(2, CUDA_VISIBLE_DEVICES="3")], one * 8)
     assert (f.level, f.detail) == ("problem", "2 GPUs asked, 1 visible (CUDA_VISIBLE_DEVICES=3)")
     assert doctor.check_tensor_parallel([check(1)], one) == []  # one GPU: nothing to say
+
+
+def test_serve_bench_records_the_degree_of_an_already_running_server(tmp_path, tiny_model, cli):
+    """An `openai` engine at tensor_parallel 2: nothing to pass, but run.json says it (and the host's GPUs)."""
+    import json
+    import subprocess
+
+    import fakeserver  # tests/fakeserver.py
+
+    from llmcompare.server import free_port
+
+    port = free_port()
+    proc = fakeserver.launch(port)
+    try:
+        f = tmp_path / "s.yaml"
+        f.write_text(yaml.safe_dump({
+            "name": "tp", "model": {"path": tiny_model}, "tensor_parallel": 2,
+            "engines": [{"name": "stub", "kind": "openai", "base_url": f"http://127.0.0.1:{port}"}],
+            "workload": {"input_len": 8, "output_len": 4, "num_prompts": 2},
+            "load": {"concurrency": [1], "warmup_requests": 0, "metrics_interval_s": 0},
+            "output_dir": str(tmp_path / "runs")}))
+        p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=120)
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert p.returncode == 0, p.stderr[-2000:]
+    (d,) = (tmp_path / "runs").iterdir()
+    run = json.loads((d / "run.json").read_text())
+    assert run["engines"]["stub"]["tensor_parallel"] == 2 and run["scenario"]["tensor_parallel"] == 2
+    assert run["host"]["tensor_parallel"] == 2 and "gpu_count" in run["host"] and "gpu_topology" in run["host"]
