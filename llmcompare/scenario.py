@@ -282,6 +282,11 @@ def _positive(where: str, v: float, allow_zero: bool = False) -> None:
         raise ScenarioError(f"{where}: must be {'>= 0' if allow_zero else '> 0'}, got {v}")
 
 
+def check_degree(where: str, v: int | None) -> None:
+    if v is not None and v < 1:
+        raise ScenarioError(f"{where}: must be an integer >= 1 (the GPUs the model is sharded over), got {v}")
+
+
 def validate(s: Scenario) -> Scenario:
     """Checks across fields and of values; types were checked by build()."""
     if not s.model.path:
@@ -382,11 +387,6 @@ def validate(s: Scenario) -> Scenario:
     check_degree("kernel_bench.tensor_parallel", kb.tensor_parallel)
     kb.tensor_parallel = kb.tensor_parallel or s.tensor_parallel
     return s
-
-
-def check_degree(where: str, v: int | None) -> None:
-    if v is not None and v < 1:
-        raise ScenarioError(f"{where}: must be an integer >= 1 (the GPUs the model is sharded over), got {v}")
 
 
 def _venv(w: str, e: Engine) -> None:
