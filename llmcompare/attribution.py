@@ -14,6 +14,12 @@ Model (stated in every report):
              it raises the GEMM shares, not the predicted gap.
   t(shape,M) the kernel-bench graph-replayed time of the engine's GEMM backend, log-log interpolated in M
              (linear in M past the largest measured M).
+  comm       with tensor parallelism (a kernel run at degree t > 1, whose shapes are one GPU's share and which
+             timed the all-reduce): each layer also runs 2 all-reduces of M x hidden (after o and after down),
+             comm_us(M) = layers * 2 * t_allreduce(M), interpolated like t(shape,M); step time = GEMM + comm. Both
+             engines get the one measured table (NCCL through torch.distributed, eager), so comm adds to both sides
+             of a comparison at the same batch and is shown as its own share of each engine's time; vLLM's custom
+             all-reduce and TurboMind's own may be faster than NCCL at decode sizes.
   gap        for engines A (candidate) and B (baseline) at the same load point, the measured gap is
              output_throughput_A / output_throughput_B - 1. The GEMM-only prediction keeps everything of B but
              its GEMMs: duration_B - gemm_B + gemm_A', where gemm_A' is A's kernels at B's batch sizes; predicted
@@ -34,13 +40,30 @@ from . import backends, engines
 from .backends import LM_HEAD, base_name
 from .results import EngineRecord, KernelRun, PointResult
 
+ALLREDUCES_PER_LAYER = 2  # a tensor-parallel layer sums o's and down's partial outputs over the GPUs
+
+
+def interpolate(pts: list[tuple[int, float]], m: float) -> float:
+    """Time at M from sorted [(M, µs)]: log-log between measured M, flat below the first, linear in M past the last."""
+    ms = [p[0] for p in pts]
+    if m <= ms[0]:
+        return pts[0][1]
+    if m >= ms[-1]:
+        return pts[-1][1] * m / ms[-1]
+    i = bisect.bisect_left(ms, m)
+    (m0, t0), (m1, t1) = pts[i - 1], pts[i]
+    f = (math.log(m) - math.log(m0)) / (math.log(m1) - math.log(m0))
+    return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
+
 
 @dataclass
 class KernelTable:
     backend_us: dict[str, dict[str, list[tuple[int, float]]]]  # backend -> shape -> sorted [(M, graph µs)]
-    shapes: list[dict]  # the model's shapes (per_layer > 0)
+    shapes: list[dict]  # the model's shapes (per_layer > 0), one GPU's share at tensor_parallel
     layers: int
     lm_head: list[tuple[int, float]] = field(default_factory=list)  # cuBLAS fp16 [(M, graph µs)]; [] not measured
+    tensor_parallel: int = 1
+    allreduce_us: list[tuple[int, float]] = field(default_factory=list)  # sorted [(M, µs)]; empty: no comm term
 
     @classmethod
     def from_run(cls, run: KernelRun) -> KernelTable:
@@ -55,32 +78,25 @@ class KernelTable:
                 b[s].sort()
         head = sorted((p.m, p.time_us) for p in run.points if p.status == "ok" and p.shape == LM_HEAD
                       and base_name(p.backend) == "cublas" and p.time_us)
-        return cls(t, shapes, int(run.layers or 0), head)
-
-    @staticmethod
-    def _interp(pts: list[tuple[int, float]], m: float) -> float:
-        ms = [p[0] for p in pts]
-        if m <= ms[0]:
-            return pts[0][1]
-        if m >= ms[-1]:
-            return pts[-1][1] * m / ms[-1]
-        i = bisect.bisect_left(ms, m)
-        (m0, t0), (m1, t1) = pts[i - 1], pts[i]
-        f = (math.log(m) - math.log(m0)) / (math.log(m1) - math.log(m0))
-        return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
+        comm = sorted((c.m, c.us) for c in run.collectives if c.status == "ok" and c.us)
+        return cls(t, shapes, int(run.layers or 0), head, int(run.tensor_parallel or 1), comm)
 
     def gemm_us(self, backend: str, shape: str, m: float) -> float:
-        return self._interp(self.backend_us[backend][shape], m)
+        return interpolate(self.backend_us[backend][shape], m)
 
     def lm_head_us(self, m: float) -> float:
         """lm_head over m rows (cuBLAS fp16, any engine), µs; 0 when the kernel run did not measure it."""
-        return self._interp(self.lm_head, m) if self.lm_head else 0.0
+        return interpolate(self.lm_head, m) if self.lm_head else 0.0
 
     def step_us(self, backend: str, m: float, head_m: float | None = None) -> float:
-        """One forward pass over m tokens, µs: every layer's quantized GEMMs, and lm_head over head_m rows (the
-        sampled ones: all m in decode, one per request in prefill) when measured."""
+        """One forward pass over m tokens on one GPU, µs: every layer's quantized GEMMs, and lm_head over head_m
+        rows (the sampled ones: all m in decode, one per request in prefill) when measured."""
         return (self.layers * sum(self.gemm_us(backend, s["name"], m) for s in self.shapes)
                 + self.lm_head_us(m if head_m is None else head_m))
+
+    def comm_step_us(self, m: float) -> float:
+        """The all-reduces of one forward pass over m tokens, µs (0 without a measured all-reduce)."""
+        return self.layers * ALLREDUCES_PER_LAYER * interpolate(self.allreduce_us, m) if self.allreduce_us else 0.0
 
     def has(self, backend: str) -> bool:
         return backend in self.backend_us and all(s["name"] in self.backend_us[backend] for s in self.shapes)
@@ -112,10 +128,21 @@ class PointGemm:
     decode_gemm_s: float = 0.0
     prefill_gemm_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    decode_comm_s: float = 0.0  # the all-reduces (tensor parallelism; 0 without a measured table)
+    prefill_comm_s: float = 0.0
 
     @property
     def gemm_s(self) -> float:
         return self.decode_gemm_s + self.prefill_gemm_s
+
+    @property
+    def comm_s(self) -> float:
+        return self.decode_comm_s + self.prefill_comm_s
+
+    @property
+    def rest_s(self) -> float:
+        """What the model leaves to everything else: attention, sampling, scheduling, the host, ..."""
+        return self.duration_s - self.gemm_s - self.comm_s
 
 
 def point_profile(points: list[PointResult], running: list[float] | None = None) -> PointGemm:
@@ -132,11 +159,19 @@ def point_profile(points: list[PointResult], running: list[float] | None = None)
                      mean(lambda m: m.duration_s), mean(lambda m: m.output_throughput))
 
 
+_MODELLED = ("decode_gemm_s", "prefill_gemm_s", "notes", "decode_comm_s", "prefill_comm_s")
+
+
 def gemm_time(pg: PointGemm, table: KernelTable, backend: str) -> PointGemm:
-    out = PointGemm(**{k: v for k, v in pg.__dict__.items() if k not in ("decode_gemm_s", "prefill_gemm_s", "notes")})
+    """The point's GEMM and communication time with `backend`'s kernels (decode steps at M = batch, each prompt
+    once at M = its length)."""
+    out = PointGemm(**{k: v for k, v in pg.__dict__.items() if k not in _MODELLED})
     steps = pg.output_tokens / pg.batch if pg.batch else 0.0
+    prompt_m = max(1.0, pg.input_len)
     out.decode_gemm_s = steps * table.step_us(backend, pg.batch) * 1e-6
-    out.prefill_gemm_s = pg.requests * table.step_us(backend, max(1.0, pg.input_len), head_m=1) * 1e-6
+    out.prefill_gemm_s = pg.requests * table.step_us(backend, prompt_m, head_m=1) * 1e-6
+    out.decode_comm_s = steps * table.comm_step_us(pg.batch) * 1e-6
+    out.prefill_comm_s = pg.requests * table.comm_step_us(prompt_m) * 1e-6
     return out
 
 
@@ -157,6 +192,8 @@ class Attribution:
     gemm_share_baseline: float
     decode_gemm_s_baseline: float
     prefill_gemm_s_baseline: float
+    comm_s_candidate: float = 0.0  # the all-reduces at each engine's own batch (tensor parallelism)
+    comm_s_baseline: float = 0.0
 
 
 def compare(label: str, cand: PointGemm, base: PointGemm, table: KernelTable, cand_backend: str,
@@ -166,14 +203,15 @@ def compare(label: str, cand: PointGemm, base: PointGemm, table: KernelTable, ca
     g_cand = gemm_time(cand, table, cand_backend)
     measured = cand.output_throughput / base.output_throughput - 1 if base.output_throughput else math.nan
     d = base.duration_s
-    denom = d - g_base.gemm_s + g_cand_at_base.gemm_s
+    # step time = GEMM + comm; comm is one table at the same batch on both sides, so only the GEMMs move
+    denom = d - (g_base.gemm_s + g_base.comm_s) + (g_cand_at_base.gemm_s + g_cand_at_base.comm_s)
     predicted = d / denom - 1 if denom > 0 else math.nan
     return Attribution(
         label, cand.batch, base.batch, cand.batch_source, 100 * measured, 100 * predicted,
         100 * (measured - predicted), g_cand.gemm_s, g_base.gemm_s,
         g_cand.gemm_s / cand.duration_s if cand.duration_s else math.nan,
         g_base.gemm_s / base.duration_s if base.duration_s else math.nan,
-        g_base.decode_gemm_s, g_base.prefill_gemm_s)
+        g_base.decode_gemm_s, g_base.prefill_gemm_s, g_cand.comm_s, g_base.comm_s)
 
 
 def shapes_match(table: KernelTable, model_config: dict | None) -> bool | None:
@@ -182,7 +220,7 @@ def shapes_match(table: KernelTable, model_config: dict | None) -> bool | None:
     from .kernels.shapes import from_config
 
     try:
-        want = {(g.n, g.k) for g in from_config(model_config)}
+        want = {(g.n, g.k) for g in from_config(model_config, table.tensor_parallel)}
     except Exception:
         return None
     return want == {(s["n"], s["k"]) for s in table.shapes} and table.layers == model_config.get("num_hidden_layers")

@@ -36,6 +36,9 @@ PRESETS: dict[str, Shape] = {
     "tiny": Shape(256, 512, 2, 4, 2, tie_word_embeddings=True, max_position_embeddings=4096),
     "qwen2.5-0.5b": Shape(896, 4864, 24, 14, 2, tie_word_embeddings=True),
     "qwen2.5-7b": Shape(3584, 18944, 28, 28, 4, vocab_size=152064),
+    # Qwen2.5-32B's shapes (head_dim 128), for tensor-parallel comparisons: as AWQ int4 ~19 GB (16.2 GB of
+    # quantized linears, 3.1 GB of fp16 embedding and lm_head), in one model.safetensors
+    "qwen2.5-32b": Shape(5120, 27648, 64, 40, 8, vocab_size=152064),
 }
 
 SAFETENSORS_DTYPE = {"bfloat16": "BF16", "float16": "F16", "int32": "I32"}

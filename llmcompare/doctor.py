@@ -155,6 +155,23 @@ def _gpu_fit(c: EnvCheck, g: gpu.Gpu | None) -> list[Finding]:
     return []
 
 
+def check_tensor_parallel(checks: list[EnvCheck], gs: list[gpu.Gpu]) -> list[Finding]:
+    """A launched GPU engine at degree N needs N GPUs it can see (CUDA_VISIBLE_DEVICES, else all)."""
+    out = []
+    for c in checks:
+        e, tp = c.engine, c.engine.tensor_parallel or 1
+        if tp < 2 or not c.launched or c.cpu_build or not gs:
+            continue
+        cvd = e.env.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
+        seen = len([x for x in cvd.split(",") if x.strip()]) if cvd is not None else len(gs)
+        ok = seen >= tp
+        out.append(Finding("ok" if ok else "problem", f"engine {e.name} tensor_parallel",
+                           f"{tp} GPUs asked, {seen} visible" + (f" (CUDA_VISIBLE_DEVICES={cvd})" if cvd else ""),
+                           "" if ok else "run on a host with that many GPUs, widen CUDA_VISIBLE_DEVICES, or lower "
+                           "tensor_parallel"))
+    return out
+
+
 def _describe_quant(q: dict | None) -> str:
     if not q:
         return "unquantized"
@@ -332,6 +349,7 @@ def diagnose(s: Scenario, names: list[str] | None = None) -> list[Finding]:
     checks = [c for c, _ in checked]
     gs, gpu_findings, fits = check_gpu(checks)
     cfg, download, model_findings = check_model(s)
+    fits += check_tensor_parallel(checks, gs)
     return (gpu_findings + [f for _, fs in checked for f in fs] + fits + model_findings + check_flags(cfg, checks)
             + check_kernels(cfg, checks, gs) + check_ports(checks) + check_disk(s, download))
 

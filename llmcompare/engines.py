@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import tmgemm
-from .scenario import Engine, ScenarioError, expand
+from .scenario import Engine, ScenarioError, check_degree, expand
 
 
 class EngineFallbackError(RuntimeError):
@@ -151,14 +151,19 @@ class EngineKind:
     # generation_config.json)
     sampling: dict = field(default_factory=dict)
     max_len_flag: str | None = None  # the server flag that sets its context length (prompt + output)
+    # the server flags that set its tensor-parallel degree, the first one the one llmcompare passes; () for a
+    # server it does not launch (its degree is recorded as the scenario says, nothing is passed)
+    tp_flags: tuple[str, ...] = ()
 
 
 ENGINES: dict[str, EngineKind] = {
-    "vllm": EngineKind("vllm", vllm_command, vllm_log, {}, sampling=GREEDY, max_len_flag="--max-model-len"),
+    "vllm": EngineKind("vllm", vllm_command, vllm_log, {}, sampling=GREEDY, max_len_flag="--max-model-len",
+                       tp_flags=("--tensor-parallel-size", "-tp")),
     "lmdeploy": EngineKind("lmdeploy", lmdeploy_command, lmdeploy_log, {"--backend": "turbomind"},
                            gemm_backend="turbomind",
                            sampling=GREEDY,
-                           max_len_flag="--session-len"),
+                           max_len_flag="--session-len",
+                           tp_flags=("--tp",)),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 
@@ -178,7 +183,34 @@ def server_command(e: Engine, model: str, port: int, tokenizer: str | None = Non
     for flag, value in k.default_args.items():
         if flag not in cmd:
             cmd += [flag, value]
+    tp = e.tensor_parallel or 1
+    if tp > 1 and tp_in_args(k, e.args) is None:  # given in args, it has the same value (check_tensor_parallel)
+        cmd += [k.tp_flags[0], str(tp)]
     return (["nice", "-n", str(e.nice)] if e.nice else []) + cmd
+
+
+def tp_in_args(k: EngineKind, args: list[str]) -> tuple[str, str] | None:
+    """(flag, value) where an engine's own args pass its tensor-parallel flag (`--tp 2` or `--tp=2`), else None."""
+    for i, a in enumerate(args):
+        for flag in k.tp_flags:
+            if a == flag and i + 1 < len(args):
+                return flag, args[i + 1]
+            if a.startswith(flag + "="):
+                return flag, a.split("=", 1)[1]
+    return None
+
+
+def check_tensor_parallel(where: str, e: Engine, scenario_tp: int) -> None:
+    """Checks engine `e`'s degree and fills it in (null: the scenario's). Its own args may pass the flag only
+    with the same value: the degree also picks kernel-bench's shapes and is recorded, so it has one source."""
+    check_degree(f"{where}.tensor_parallel", e.tensor_parallel)
+    source = f"{where}.tensor_parallel" if e.tensor_parallel is not None else "the scenario's tensor_parallel"
+    e.tensor_parallel = e.tensor_parallel or scenario_tp
+    given = tp_in_args(ENGINES[e.kind], e.args)
+    if given and expand(given[1], f"{where}.args") != str(e.tensor_parallel):
+        raise ScenarioError(f"{where}.args: passes {given[0]} {given[1]}, but the engine's tensor-parallel degree is "
+                            f"{e.tensor_parallel} ({source}); set tensor_parallel: {given[1]} instead and drop "
+                            f"{given[0]} from args (llmcompare passes {ENGINES[e.kind].tp_flags[0]})")
 
 
 def engine_version(e: Engine, timeout_s: float = 60.0) -> str | None:

@@ -1,4 +1,5 @@
-"""kernel-bench's result records (schema KERNEL_SCHEMA): one KernelPoint per backend, shape and M."""
+"""kernel-bench's result records (schema KERNEL_SCHEMA): one KernelPoint per backend, shape and M; with tensor
+parallelism, one AllReducePoint per M."""
 
 from __future__ import annotations
 
@@ -53,6 +54,27 @@ class KernelPoint:
 
 
 @dataclass
+class AllReducePoint:
+    """One all-reduce timed by kernels/collectives.py: M x hidden elements summed over world_size GPUs, what a
+    tensor-parallel decoder layer runs twice (after o and after down)."""
+
+    world_size: int = 0
+    m: int = 0  # tokens
+    hidden_size: int = 0
+    dtype: str = "float16"
+    bytes: int = 0  # m * hidden_size * element size: the tensor each GPU contributes
+    backend: str = "nccl"  # torch.distributed's
+    status: str = ""  # ok | error
+    error: str | None = None
+    iters: int = 0  # back-to-back calls per sample
+    us: float | None = None  # median per call over the samples, each sample the slowest rank's (a layer waits)
+    us_p20: float | None = None
+    us_p80: float | None = None
+    algbw_gbps: float | None = None  # bytes / us
+    busbw_gbps: float | None = None  # algbw * 2 (n - 1) / n, nccl-tests' bus bandwidth: comparable to a link's
+
+
+@dataclass
 class KernelRun:
     schema: str = KERNEL_SCHEMA
     status: str = "running"
@@ -71,6 +93,9 @@ class KernelRun:
     backends: dict[str, dict] = field(default_factory=dict)  # name -> python, status, reason, description
     workers: list[dict] = field(default_factory=list)  # python, backends, env, gpu, ceilings, log
     points: list[KernelPoint] = field(default_factory=list)
+    tensor_parallel: int = 1  # shapes are one GPU's share at this degree (kernels/shapes.py)
+    collectives: list[AllReducePoint] = field(default_factory=list)  # tensor_parallel > 1: the all-reduce per M
+    collectives_worker: dict = field(default_factory=dict)  # python, status, reason, env, log
     dir: str = ""
 
     def to_json(self) -> dict:

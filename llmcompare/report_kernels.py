@@ -49,6 +49,7 @@ def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | 
             data = {sh: series for sh, series in data.items() if series}
             doc.img(charts.panels(out / f"kernels_{key}_{tag}.png", data, "M (tokens)", ylabel, title, logy, hline),
                     f"{title} ({tag})")
+        _allreduce_table(doc, run)
         small = [p for p in pts if p.kernels and p.m <= 64]
         if small:
             doc.p("What one call launches at small M (torch.profiler, µs of device time per call), and the share of "
@@ -151,8 +152,10 @@ def attribution_section(doc: Doc, out: Path, engines: dict, baseline: str, kruns
     model = attribution.__doc__.split("Model (stated in every report):")[1]
     doc.p("Model: " + re.sub(r"\s+", " ", model).strip())
     table = attribution.KernelTable.from_run(kruns[-1])
+    tp = f"; one GPU's share at tensor_parallel {table.tensor_parallel}" if table.tensor_parallel > 1 else ""
+    comm = f"; all-reduce measured at M {[m for m, _ in table.allreduce_us]}" if table.allreduce_us else ""
     doc.p(f"Kernel table: {kruns[-1].dir} ({table.layers} layers, shapes "
-          f"{[(s['name'], s['n'], s['k']) for s in table.shapes]}; lm_head "
+          f"{[(s['name'], s['n'], s['k']) for s in table.shapes]}{tp}{comm}; lm_head "
           f"{'measured (cuBLAS fp16, added to every engine)' if table.lm_head else 'not measured: left out'}).")
     labels = list(engines)
     labels.remove(baseline)
@@ -163,6 +166,42 @@ def attribution_section(doc: Doc, out: Path, engines: dict, baseline: str, kruns
             rows += _pair(doc, engines[c_lb], engines[b_lb], table)
     doc.table(["engine", "against", "point", "batch", "baseline batch", "measured gap %", "GEMM-predicted gap %",
                "not explained by GEMM (pp)", "GEMM share of time %", "baseline GEMM share %", "batch from"], rows)
+    if table.allreduce_us:
+        _time_split(doc, engines, table)
+
+
+def _allreduce_table(doc: Doc, run: KernelRun) -> None:
+    if not run.collectives and not run.collectives_worker:
+        return
+    w = run.collectives_worker
+    doc.p(f"All-reduce over {run.tensor_parallel} GPUs (torch.distributed, NCCL, eager; what each layer runs twice): "
+          f"{w.get('status')}{': ' + w['reason'] if w.get('reason') else ''}; env {w.get('env')}.")
+    if run.collectives:
+        doc.table(["M", "bytes per GPU", "µs per call", "p20", "p80", "bus GB/s", "status"],
+                  [[c.m, c.bytes, c.us, c.us_p20, c.us_p80, c.busbw_gbps, c.status] for c in run.collectives])
+
+
+def _time_split(doc: Doc, engines: dict, table: attribution.KernelTable) -> None:
+    """Each engine's time per point as the model splits it: GEMM (its backend), all-reduce, and the rest."""
+    doc.p(f"Time per engine and point: GEMM with the engine's backend, communication ({attribution.ALLREDUCES_PER_LAYER}"
+          " all-reduces per layer at the step's M, from the kernel run's table) and the rest (seconds of the "
+          "point's duration, mean over its usable repeats).")
+    rows = []
+    for sv in engines.values():
+        b, _ = attribution.engine_backend(sv.rec, sv.scenario_engine)
+        if not b or not table.has(b):
+            continue
+        tp = sv.rec.tensor_parallel or (sv.scenario_engine or {}).get("tensor_parallel") or 1
+        if tp != table.tensor_parallel:
+            doc.p(f"WARNING: {sv.label} ran at tensor_parallel {tp}, the kernel table is at {table.tensor_parallel}.")
+        for key, pts in sorted(verdict.usable_points(sv.rec).items(), key=lambda kv: verdict.point_order(kv[0])):
+            g = attribution.gemm_time(attribution.point_profile(pts), table, b)
+            row = [sv.label, key.label, b, g.duration_s]
+            for x in (g.gemm_s, g.comm_s, g.rest_s):
+                row += [x, 100 * x / g.duration_s if g.duration_s else None]
+            rows.append(row)
+    doc.table(["engine", "point", "GEMM backend", "duration s", "GEMM s", "GEMM %", "comm s", "comm %", "rest s",
+               "rest %"], rows)
 
 
 def _running(sv, index: int) -> list[float]:

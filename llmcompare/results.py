@@ -226,6 +226,7 @@ class EngineRecord:
     kernels: dict[str, str] = field(default_factory=dict)  # linear method -> kernel its log names
     log_notes: list[str] = field(default_factory=list)
     gemm_choices: list[dict] = field(default_factory=list)  # TurboMind: per GEMM problem, its kernel (tmgemm.Tally)
+    tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
     client_idle_loop_lag_p99_ms: float | None = None
     points: list[PointResult] = field(default_factory=list)
 

@@ -285,7 +285,8 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
     port = e.port or free_port(e.host)
     cmd = engines.server_command(e, model_path, port, tok)
     log_path = rf.path(e.name, "server.log")
-    rec = rf.engine(e.name, kind=e.kind, command=cmd, env=e.env, log=log_path.name, base_url=f"http://{e.host}:{port}")
+    rec = rf.engine(e.name, kind=e.kind, command=cmd, env=e.env, log=log_path.name, base_url=f"http://{e.host}:{port}",
+                    tensor_parallel=e.tensor_parallel)
     if rec.version is None:
         rf.engine(e.name, version=engines.engine_version(e))
     print(f"{e.name}: starting {' '.join(cmd)}", file=sys.stderr)
@@ -321,7 +322,8 @@ def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts:
         if not ids:
             raise ServerError(f"{e.name}: no OpenAI-compatible server answers {base_url}/v1/models")
         name = e.served_model_name or ids[0]
-        rf.engine(e.name, kind=e.kind, base_url=base_url, served_model=name, status="running")
+        rf.engine(e.name, kind=e.kind, base_url=base_url, served_model=name, status="running",
+                  tensor_parallel=e.tensor_parallel)  # as the scenario says: nothing is passed to it
         _bench(s, rf, e, base_url, name, prompts, blocks, repeats)
     elif s.load.restart_between_repeats:
         for r in repeats:
@@ -349,7 +351,8 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
     for e in chosen:  # before any server starts: what the engines' own arguments tell
         check_lengths(e, *arg_max_len(e), s, prompts)
     cfg = Path(model_path) / "config.json"
-    run = ServeRun(created_at=now(), argv=argv, host=host_info(), scenario=s.to_dict(),
+    run = ServeRun(created_at=now(), argv=argv, host=host_info(max(e.tensor_parallel or 1 for e in chosen)),
+                   scenario=s.to_dict(),
                    model_config=json.loads(cfg.read_text()) if cfg.exists() else None)
     rf = RunFile(new_run_dir(s.output_dir, s.name), run)
     print(f"run directory: {rf.dir}", file=sys.stderr)

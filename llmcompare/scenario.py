@@ -62,6 +62,8 @@ class Engine:
     # CPU priority of the server (nice, 0-19): where the server shares cores with the client (a CPU-only machine),
     # a server at a lower priority cannot starve the client's clock; 0 (as launched) on a GPU host
     nice: int = 0
+    # GPUs it shards the model over (engines.ENGINES[kind].tp_flags); null: the scenario's (validate fills it in)
+    tensor_parallel: int | None = None
 
 
 @dataclass
@@ -161,6 +163,9 @@ class KernelBench:
     rep_ms: float = 100.0  # timing budget per point and method (eager, graph)
     profile: bool = True
     timeout_s: float = 3600.0  # a worker (one environment's backends) that runs longer is stopped
+    # > 1: time one GPU's share of each GEMM at this degree, and the layers' all-reduce (kernels/collectives.py);
+    # null: the scenario's tensor_parallel (validate fills it in)
+    tensor_parallel: int | None = None
 
 
 @dataclass
@@ -176,6 +181,7 @@ class Scenario:
     kernel_bench: KernelBench = field(default_factory=KernelBench)
     references: list[Reference] = field(default_factory=list)
     output_dir: str = "runs"
+    tensor_parallel: int = 1  # GPUs each engine shards the model over; engines[i].tensor_parallel overrides it
     source: str = ""  # the file it was read from (set by load(), not by the file)
 
     def engine(self, name: str) -> Engine:
@@ -301,6 +307,11 @@ def _positive(where: str, v: float, allow_zero: bool = False) -> None:
         raise ScenarioError(f"{where}: must be {'>= 0' if allow_zero else '> 0'}, got {v}")
 
 
+def check_degree(where: str, v: int | None) -> None:
+    if v is not None and v < 1:
+        raise ScenarioError(f"{where}: must be an integer >= 1 (the GPUs the model is sharded over), got {v}")
+
+
 def validate(s: Scenario) -> Scenario:
     """Checks across fields and of values; types were checked by build()."""
     if not s.model.path:
@@ -309,6 +320,7 @@ def validate(s: Scenario) -> Scenario:
         raise ScenarioError("engines: at least one engine is required")
     if s.name:  # load() gives the file's name when the file gives none
         check_name("name", s.name)
+    check_degree("tensor_parallel", s.tensor_parallel)
     s.output_dir = expand(s.output_dir, "output_dir")  # like every path field: ${VAR} and ~
     seen = set()
     for i, e in enumerate(s.engines):
@@ -337,6 +349,9 @@ def validate(s: Scenario) -> Scenario:
             raise ScenarioError(f"{w}.nice: must be in 0..19 (a lower priority than the client's), got {e.nice}")
         if e.gemm_backend is not None:
             _backend(f"{w}.gemm_backend", e.gemm_backend)
+        from .engines import check_tensor_parallel
+
+        check_tensor_parallel(w, e, s.tensor_parallel)
     wl = s.workload
     if wl.dataset in ("sharegpt", "jsonl"):
         if not wl.path:
@@ -394,6 +409,8 @@ def validate(s: Scenario) -> Scenario:
     for i, nk in enumerate(kb.extra_shapes):
         if len(nk) != 2 or min(nk) <= 0:
             raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
+    check_degree("kernel_bench.tensor_parallel", kb.tensor_parallel)
+    kb.tensor_parallel = kb.tensor_parallel or s.tensor_parallel
     return s
 
 

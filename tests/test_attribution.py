@@ -77,3 +77,41 @@ def test_kernel_table_reads_lm_head_from_cublas_points_only():
     t = A.KernelTable.from_run(run)
     assert t.lm_head == [(1, 6.0), (16, 7.0)] and [s["name"] for s in t.shapes] == ["a"]
     assert t.step_us("marlin", 1) == pytest.approx(2 * 3.0 + 6.0) and t.has("marlin")
+
+
+def test_tensor_parallel_step_time_is_gemm_plus_two_allreduces_per_layer():
+    t = table()
+    t.tensor_parallel, t.allreduce_us = 2, [(1, 5.0), (64, 5.0), (256, 20.0)]
+    assert t.comm_step_us(10) == pytest.approx(2 * 2 * 5.0)  # 2 layers x 2 all-reduces x 5 µs
+    assert t.comm_step_us(128) == pytest.approx(2 * 2 * 10.0)  # log-log: sqrt(5 * 20)
+    assert A.PointGemm("x", 1, "", 1, 1, 1, 1, 1).comm_s == 0.0
+    base = A.PointGemm("c=10", 10.0, "test", 100, 1000, 64.0, 1.0, 1000.0)
+    g = A.gemm_time(base, t, "slow")
+    # decode: 100 steps x 20 µs = 2 ms; prefill: 100 prompts at M=64 x 20 µs = 2 ms; GEMM as without TP: 16 ms
+    assert (g.decode_comm_s, g.prefill_comm_s, g.gemm_s) == pytest.approx((0.002, 0.002, 0.016))
+    assert g.rest_s == pytest.approx(1.0 - 0.016 - 0.004)
+    cand = A.PointGemm("c=10", 5.0, "test", 100, 1000, 64.0, 0.8, 1250.0)  # half the batch: twice the steps
+    r = A.compare("c=10", cand, base, t, "fast", "slow")
+    assert r.comm_s_baseline == pytest.approx(0.004) and r.comm_s_candidate == pytest.approx(200 * 20e-6 + 0.002)
+    # the same table at the baseline's batch on both sides: communication leaves the GEMM prediction as it was
+    assert r.gemm_predicted_gap_pct == pytest.approx(100 * (1 / 0.992 - 1))
+    assert A.gemm_time(base, table(), "slow").comm_s == 0.0  # no all-reduce measured: no comm term
+
+
+def test_kernel_table_reads_the_runs_allreduce_points():
+    from llmcompare.kernelrun import AllReducePoint, KernelPoint, KernelRun
+
+    run = KernelRun(layers=64, tensor_parallel=2, shapes=[{"name": "o", "n": 5120, "k": 2560, "per_layer": 1}],
+                    points=[KernelPoint(backend="marlin", shape="o", m=1, status="ok", graph_us=9.0)],
+                    collectives=[AllReducePoint(m=16, status="ok", us=12.0), AllReducePoint(m=1, status="ok", us=8.0),
+                                 AllReducePoint(m=4096, status="error", error="OOM")])
+    t = A.KernelTable.from_run(run)
+    assert (t.tensor_parallel, t.allreduce_us, t.layers) == (2, [(1, 8.0), (16, 12.0)], 64)
+    assert t.comm_step_us(1) == pytest.approx(64 * 2 * 8.0)
+    qwen32b = {"hidden_size": 5120, "intermediate_size": 27648, "num_attention_heads": 40, "num_key_value_heads": 8,
+               "num_hidden_layers": 64}
+    t.shapes = [{"name": n, "n": a, "k": b} for n, a, b in (("qkv", 3584, 5120), ("o", 5120, 2560),
+                                                           ("gate_up", 27648, 5120), ("down", 5120, 13824))]
+    assert A.shapes_match(t, qwen32b) is True  # per-GPU shapes match the model at the run's degree
+    t.tensor_parallel = 1
+    assert A.shapes_match(t, qwen32b) is False

@@ -65,5 +65,20 @@ def test_real_qwen_tokenizer(tmp_path):
 
 
 def test_unknown_preset_lists_valid(tmp_path):
-    with pytest.raises(ValueError, match="unknown model preset 'huge'; valid: tiny, qwen2.5-0.5b, qwen2.5-7b"):
+    with pytest.raises(ValueError, match="unknown model preset 'huge'; valid: tiny, qwen2.5-0.5b, qwen2.5-7b, qwen2.5-32b"):
         checkpoint.make_model(tmp_path / "x", preset="huge")
+
+
+def test_qwen25_32b_preset_config_and_shapes():
+    # config only: the checkpoint itself is ~19 GB
+    from llmcompare.kernels.shapes import from_config
+
+    cfg = checkpoint.config_json(checkpoint.PRESETS["qwen2.5-32b"], "awq", "float16", 128)
+    assert {k: cfg[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                                "num_key_value_heads", "vocab_size", "tie_word_embeddings")} == {
+        "hidden_size": 5120, "intermediate_size": 27648, "num_hidden_layers": 64, "num_attention_heads": 40,
+        "num_key_value_heads": 8, "vocab_size": 152064, "tie_word_embeddings": False}
+    assert [(g.name, g.n, g.k) for g in from_config(cfg)] == [
+        ("qkv", 7168, 5120), ("o", 5120, 5120), ("gate_up", 55296, 5120), ("down", 5120, 27648)]
+    lin = checkpoint.linear_shapes(checkpoint.PRESETS["qwen2.5-32b"])
+    assert lin["self_attn.k_proj"] == (1024, 5120) and lin["mlp.down_proj"] == (5120, 27648)

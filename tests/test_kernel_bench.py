@@ -51,6 +51,7 @@ def test_a_python_without_torch_skips_every_backend_with_its_reason(tmp_path, mo
     assert run.schema == "llmcompare.kernel-bench/2" and run.status == "complete"
     assert run.scenario["kernel_bench"]["backends"] == ["cublas", "turbomind@0.17.0"]  # the full scenario
     assert [sh["n"] for sh in run.shapes] == [4608, 3584, 37888, 3584, 16384]
+    assert run.tensor_parallel == 1 and run.collectives_worker == {} and run.collectives == []  # one GPU: no all-reduce
     for b in ("cublas", "turbomind@0.17.0"):
         assert run.backends[b]["status"] == "skipped" and "torch is not installed" in run.backends[b]["reason"]
     assert list(csv.reader(open(d / "kernels.csv")))[0][:4] == ["backend", "shape", "n", "k"]

@@ -172,7 +172,7 @@ def test_bad_tokenizer_and_model_preset_are_bad_input(tmp_path, tiny_model, cli,
                    model={"path": str(tmp_path / "m"), "make": {"preset": "huge"}})
     p = serve_bench(cli, f)
     assert p.returncode == 2, p.stderr[-2000:]
-    assert "error: model.make.preset: unknown preset 'huge'; valid: tiny, qwen2.5-0.5b, qwen2.5-7b" in p.stderr
+    assert "error: model.make.preset: unknown preset 'huge'; valid: tiny, qwen2.5-0.5b, qwen2.5-7b, qwen2.5-32b" in p.stderr
     assert not (tmp_path / "m").exists() and nothing_written(tmp_path)
 
 

@@ -43,7 +43,7 @@ def deleter(path):
 
 BAD = [
     (setter("modle", {}), "s.yaml: unknown key 'modle'; valid keys: name, description, model, engines, workload, "
-     "load, slo, percentiles, kernel_bench, references, output_dir"),
+     "load, slo, percentiles, kernel_bench, references, output_dir, tensor_parallel"),
     (setter("model.path", ""), "s.yaml: model.path: required (a local checkpoint directory)"),
     (setter("model.weights", "x"), "s.yaml: model: unknown key 'weights'; valid keys: path, tokenizer, make"),
     (setter("model", "/models/x"), "s.yaml: model: expected a mapping, got str '/models/x'"),
@@ -88,6 +88,17 @@ BAD = [
     (setter("engines.0.gemm_backend", "cutlass"),
      "s.yaml: engines[0].gemm_backend: unknown backend 'cutlass'; valid: cublas, marlin, machete, turbomind "
      "(optionally with @LABEL, e.g. turbomind@0.17.0, to run it from another environment)"),
+    (setter("tensor_parallel", 0),
+     "s.yaml: tensor_parallel: must be an integer >= 1 (the GPUs the model is sharded over), got 0"),
+    (setter("tensor_parallel", 1.5), "s.yaml: tensor_parallel: expected an integer, got 1.5"),
+    (setter("engines.0.tensor_parallel", -2),
+     "s.yaml: engines[0].tensor_parallel: must be an integer >= 1 (the GPUs the model is sharded over), got -2"),
+    (setter("kernel_bench", {"tensor_parallel": 0}),
+     "s.yaml: kernel_bench.tensor_parallel: must be an integer >= 1 (the GPUs the model is sharded over), got 0"),
+    (setter("engines.0.args", ["--tensor-parallel-size", "4"]),
+     "s.yaml: engines[0].args: passes --tensor-parallel-size 4, but the engine's tensor-parallel degree is 1 (the "
+     "scenario's tensor_parallel); set tensor_parallel: 4 instead and drop --tensor-parallel-size from args "
+     "(llmcompare passes --tensor-parallel-size)"),
     (setter("references", [{"label": "x", "metric": "speed"}]),
      "s.yaml: references[0].metric: 'speed' is not valid; valid: output_throughput, request_throughput, gap_pct, gemm_s"),
 ]

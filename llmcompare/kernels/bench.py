@@ -22,7 +22,8 @@ from ..host import host_info
 from ..procs import OwnedProcess, ProcessTimeout
 from ..results import KernelPoint, KernelRun, new_run_dir, now, record, write_json
 from ..scenario import Scenario, expand
-from .shapes import layers, unique_shapes
+from . import collectives
+from .shapes import hidden_size, layers, unique_shapes
 
 RTOL = 2e-3  # ||y - ref|| / ||ref|| against the fp32 product of the dequantized weight; fp16 output rounding is ~3e-4
 PROFILE_M = (1, 16, 64, 256, 4096)
@@ -113,30 +114,40 @@ def _handle(run: KernelRun, worker: dict, msg: dict, g: int) -> None:
               + (f" {t:.1f} µs, rel err {p.rel_err:.1e}" if t else f" {p.error or ''}"), file=sys.stderr)
 
 
+def _stream(cmd: list[str], log: Path, timeout_s: float, on_msg) -> tuple[int | None, str]:
+    """Runs a worker with llmcompare on its PYTHONPATH, passing each JSON line of its stdout to on_msg;
+    (exit code or None, why it failed)."""
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": pkg_root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    try:
+        with OwnedProcess(cmd, log, env, timeout_s) as proc:
+            for line in proc.lines():
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict):
+                    on_msg(msg)
+        return proc.returncode, f"worker exited with {proc.returncode}; see {log.name}"
+    except OSError as e:
+        return None, f"cannot run {cmd[0]}: {e}"
+    except ProcessTimeout as e:
+        return None, str(e)
+
+
 def _run_worker(run: KernelRun, run_dir: Path, py: str, backends: list[str], cfg: dict, s: Scenario) -> None:
     worker = {"python": py, "backends": backends, "env": None, "gpu": None, "ceilings": None,
               "log": f"worker-{'-'.join(b.replace('@', '_') for b in backends)}.log"}
     run.workers.append(worker)
     for b in backends:
         run.backends[b] = {"python": py, "status": "running", "description": backend(b).description}
-    pkg_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": pkg_root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [py, "-m", "llmcompare.kernels.worker", json.dumps({**cfg, "backends": backends})]
-    try:
-        with OwnedProcess(cmd, run_dir / worker["log"], env, s.kernel_bench.timeout_s) as proc:
-            for line in proc.lines():
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    continue
-                _handle(run, worker, msg, s.kernel_bench.group_size)
-                write_json(run_dir / "run.json", run)
-        rc = proc.returncode
-        reason = f"worker exited with {rc}; see {worker['log']}"
-    except OSError as e:
-        rc, reason = None, f"cannot run {py}: {e}"
-    except ProcessTimeout as e:
-        rc, reason = None, str(e)
+
+    def on_msg(msg: dict) -> None:
+        _handle(run, worker, msg, s.kernel_bench.group_size)
+        write_json(run_dir / "run.json", run)
+
+    rc, reason = _stream(cmd, run_dir / worker["log"], s.kernel_bench.timeout_s, on_msg)
     for b in backends:
         if run.backends[b]["status"] == "running":
             run.backends[b]["status"] = "complete" if rc == 0 else "failed"
@@ -144,21 +155,53 @@ def _run_worker(run: KernelRun, run_dir: Path, py: str, backends: list[str], cfg
                 run.backends[b]["reason"] = reason
 
 
+def _run_collectives(run: KernelRun, run_dir: Path, py: str, s: Scenario) -> None:
+    """tensor_parallel > 1: the layers' all-reduce at every M, over that many GPUs, in the first worker's python."""
+    cfg = collectives.config(run.tensor_parallel, hidden_size(s), s.kernel_bench.m)
+    info = run.collectives_worker = {"python": py, "status": "running", "env": None, "log": "worker-collectives.log",
+                                     "config": cfg}
+
+    def on_msg(msg: dict) -> None:
+        kind = msg.get("type")
+        if kind == "env":
+            info["env"] = msg
+        elif kind == "skip":
+            info.update(status="skipped", reason=msg.get("reason"))
+            print(f"all-reduce: skipped: {msg.get('reason')}", file=sys.stderr)
+        elif kind == "allreduce":
+            p = collectives.point_of(msg)
+            run.collectives.append(p)
+            print(f"all-reduce x{p.world_size} M={p.m}: {p.status}" + (f" {p.us:.1f} µs" if p.us else ""),
+                  file=sys.stderr)
+        write_json(run_dir / "run.json", run)
+
+    rc, reason = _stream([py, "-m", "llmcompare.kernels.collectives", json.dumps(cfg)], run_dir / info["log"],
+                         s.kernel_bench.timeout_s, on_msg)
+    if info["status"] == "running":
+        info["status"] = "complete" if rc == 0 else "failed"
+        if rc != 0:
+            info["reason"] = reason
+
+
 def kernel_bench(s: Scenario, argv: list[str]) -> Path:
-    shapes = unique_shapes(s)
+    shapes = unique_shapes(s)  # one GPU's share at kernel_bench.tensor_parallel
     kb = s.kernel_bench
+    tp = kb.tensor_parallel or 1
     run_dir = new_run_dir(s.output_dir, f"kernels-{s.name}")
-    run = KernelRun(created_at=now(), argv=argv, host=host_info(), scenario=s.to_dict(), scenario_name=s.name,
+    run = KernelRun(created_at=now(), argv=argv, host=host_info(tp), scenario=s.to_dict(), scenario_name=s.name,
                     model=s.model.path, layers=layers(s), group_size=kb.group_size, rtol=RTOL, m=kb.m,
-                    shapes=[dataclasses.asdict(sh) for sh in shapes])
+                    shapes=[dataclasses.asdict(sh) for sh in shapes], tensor_parallel=tp)
     run.dir = str(run_dir)
     write_json(run_dir / "run.json", run)
-    print(f"run directory: {run_dir}", file=sys.stderr)
+    print(f"run directory: {run_dir}" + (f" (per-GPU shapes at tensor_parallel {tp})" if tp > 1 else ""),
+          file=sys.stderr)
     cfg = {"shapes": [[sh.name, sh.n, sh.k] for sh in shapes], "m": kb.m, "group_size": kb.group_size, "seed": 0,
            "rtol": RTOL, "rep_ms": kb.rep_ms, "profile_m": list(PROFILE_M) if kb.profile else []}
     try:
         for py, backends in groups(s).items():
             _run_worker(run, run_dir, py, backends, cfg, s)
+        if tp > 1:
+            _run_collectives(run, run_dir, next(iter(groups(s))), s)
     except KeyboardInterrupt:
         run.status = "interrupted"
         raise

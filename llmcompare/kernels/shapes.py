@@ -9,6 +9,11 @@ TurboMind's fused qkv and w1w3), so a Qwen2/Llama-style layer runs four int4 GEM
 and, outside the layers, lm_head (N = vocab, K = hidden): fp16 in every engine (AWQ leaves it unquantized), run
 once per forward pass on the rows that are sampled (decode: M = batch); kernel_bench.lm_head times it, on the
 unquantized backends only (cuBLAS).
+
+At tensor-parallel degree t each GPU runs its share (Megatron-style, as vLLM and TurboMind shard): the
+column-parallel qkv and gate_up split N (heads, KV heads and intermediate features) over the GPUs, the
+row-parallel o and down split K, and each of o and down ends in an all-reduce of hidden x M (collectives.py).
+With fewer KV heads than GPUs each GPU keeps a copy of one (vLLM's replication).
 """
 
 from __future__ import annotations
@@ -30,19 +35,51 @@ class GemmShape:
     per_layer: int = 1  # how many times a decoder layer runs it (0 for extra shapes)
 
 
-def from_config(cfg: dict) -> list[GemmShape]:
+SPLIT = {"qkv": "n", "o": "k", "gate_up": "n", "down": "k"}  # the dimension tensor parallelism divides
+TP_DEGREES = (1, 2, 4, 8)  # what an error lists as valid: the degrees a single host offers
+
+
+def _dims(cfg: dict) -> tuple[int, int, int, int, int]:
+    """(hidden, intermediate, heads, kv_heads, head_dim) of a Llama/Qwen2-style config."""
     try:
         h, inter = cfg["hidden_size"], cfg["intermediate_size"]
         heads = cfg["num_attention_heads"]
         kv = cfg.get("num_key_value_heads", heads)
     except KeyError as e:
         raise ScenarioError(f"model config.json lacks {e.args[0]!r}; kernel-bench needs a Llama/Qwen2-style config") from None
-    hd = cfg.get("head_dim") or h // heads
+    return h, inter, heads, kv, cfg.get("head_dim") or h // heads
+
+
+def tp_problem(cfg: dict, tp: int, group_size: int | None = None) -> str | None:
+    """Why the model cannot be sharded over `tp` GPUs (with int4 groups of `group_size` along K), or None."""
+    _, inter, heads, kv, hd = _dims(cfg)
+    if heads % tp:
+        return f"num_attention_heads {heads} is not divisible by {tp}"
+    if (kv % tp) if kv >= tp else (tp % kv):
+        return f"num_key_value_heads {kv} neither divides by {tp} nor replicates evenly over {tp} GPUs"
+    if inter % tp:
+        return f"intermediate_size {inter} is not divisible by {tp}"
+    for name, k in (("o", heads * hd), ("down", inter)):
+        if group_size and (k // tp) % group_size:
+            return (f"{name}'s K per GPU, {k} / {tp} = {k // tp}, is not a multiple of the AWQ group size "
+                    f"{group_size} (each GPU must hold whole quantization groups)")
+    return None
+
+
+def from_config(cfg: dict, tp: int = 1, group_size: int | None = None) -> list[GemmShape]:
+    """The four GEMMs of a decoder layer on one GPU of `tp` (1: the whole layer); an error when the model
+    cannot be sharded so, listing the degrees it can."""
+    h, inter, heads, kv, hd = _dims(cfg)
+    if tp > 1 and (why := tp_problem(cfg, tp, group_size)):
+        valid = [t for t in TP_DEGREES if t == 1 or not tp_problem(cfg, t, group_size)]
+        raise ScenarioError(f"tensor-parallel degree {tp}: {why}; degrees this model allows: "
+                            f"{', '.join(map(str, valid))}")
+    heads_gpu, kv_gpu = heads // tp, max(1, kv // tp)
     return [
-        GemmShape("qkv", (heads + 2 * kv) * hd, h),
-        GemmShape("o", h, heads * hd),
-        GemmShape("gate_up", 2 * inter, h),
-        GemmShape("down", h, inter),
+        GemmShape("qkv", (heads_gpu + 2 * kv_gpu) * hd, h),
+        GemmShape("o", h, heads_gpu * hd),
+        GemmShape("gate_up", 2 * inter // tp, h),
+        GemmShape("down", h, inter // tp),
     ]
 
 
@@ -64,10 +101,11 @@ def model_config(s: Scenario) -> dict:
 
 
 def unique_shapes(s: Scenario) -> list[GemmShape]:
+    """The model's shapes on one GPU at kernel_bench.tensor_parallel, then the extra shapes (as given)."""
     cfg = model_config(s)
     out: list[GemmShape] = []
     seen: set[tuple[int, int]] = set()
-    for g in from_config(cfg):
+    for g in from_config(cfg, s.kernel_bench.tensor_parallel or 1, s.kernel_bench.group_size):
         if (g.n, g.k) not in seen:
             seen.add((g.n, g.k))
             out.append(g)
@@ -86,3 +124,8 @@ def unique_shapes(s: Scenario) -> list[GemmShape]:
 
 def layers(s: Scenario) -> int:
     return int(model_config(s).get("num_hidden_layers", 0))
+
+
+def hidden_size(s: Scenario) -> int:
+    """The width of what a tensor-parallel layer all-reduces (M x hidden)."""
+    return int(model_config(s)["hidden_size"])
