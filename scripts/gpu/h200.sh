@@ -14,8 +14,8 @@ source /tmp/llmc/env.sh
 export PYTHONPATH=$PWD:$LLMC_TOOLS_SITE PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TQDM_MININTERVAL=10
 what=$1; shift
 case $what in
-  serve) python3 -m llmcompare.cli serve-bench "${SCENARIO:-qwen-awq-h200}" --engines "$@" --output-dir "${OUT:-runs}" ;;
-  overhead) python3 scripts/metrics_overhead.py "${SCENARIO:-qwen-awq-h200}" "$@" --output-dir "${OUT:-runs}" ;;
+  serve) exec python3 -m llmcompare.cli serve-bench "${SCENARIO:-qwen-awq-h200}" --engines "$@" --output-dir "${OUT:-runs}" ;;
+  overhead) exec python3 scripts/metrics_overhead.py "${SCENARIO:-qwen-awq-h200}" "$@" --output-dir "${OUT:-runs}" ;;
   kernels) PYTHONPATH=$PYTHONPATH:$LLMC_SITE_VLLM:$LLMC_SITE_LMDEPLOY:$LLMC_SITE_COMMON LD_LIBRARY_PATH=$LLMC_CU12_LD_PATH \
            python3 -m llmcompare.cli kernel-bench "${SCENARIO:-qwen-awq-h200}" --output-dir "${OUT:-runs}" "$@" ;;
   *) echo "usage: $0 serve ENGINE... [--set K=V...] | overhead ENGINE [--pairs N] [--set K=V...] | kernels" >&2; exit 2 ;;
