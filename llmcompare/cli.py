@@ -78,7 +78,7 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from . import report
 
-    out = report.build_report(a.runs, a.out, a.baseline, a.references)
+    out = report.build_report(a.runs, a.out, a.baseline, a.references, a.figures)
     print(out)
     return 0
 
@@ -118,6 +118,8 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("runs", nargs="+", help="serve-bench and kernel-bench run directories")
     rp.add_argument("--out", help="report directory (default: beside the first run, report-<time>)")
     rp.add_argument("--baseline", help="engine the gaps are measured against (default: the first vLLM engine)")
+    rp.add_argument("--figures", default="auto", choices=["auto", "whole"],
+                    help="verdict figures: steady-state windows where both engines have them (auto), or whole points")
     rp.add_argument("--references", metavar="SCENARIO", help="also overlay the published references of this scenario")
     rp.set_defaults(func=cmd_report)
 

@@ -67,7 +67,7 @@ def several_workloads(engines: dict[str, Served]) -> bool:
     return len({p.key.workload for sv in engines.values() for p in sv.rec.points}) > 1
 
 
-def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: str) -> dict:
+def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: str, figures: str = "auto") -> dict:
     """The answer first: per candidate, where it is faster or slower than the baseline, by how much."""
     doc.h(2, f"Verdict: output throughput against {engines[baseline].title}")
     base = engines[baseline].rec
@@ -75,7 +75,7 @@ def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: s
     for lb, sv in engines.items():
         if lb == baseline:
             continue
-        rows = verdict.compare(sv.rec, base)
+        rows = verdict.compare(sv.rec, base, figures=figures)
         doc.p(verdict.sentence(sv.title, engines[baseline].title, rows))
         gaps[lb] = rows
     all_rows = [(lb, r) for lb, rows in gaps.items() for r in rows]
@@ -97,13 +97,13 @@ def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: s
     return gaps
 
 
-def latency_verdicts(doc: Doc, engines: dict[str, Served], baseline: str) -> None:
+def latency_verdicts(doc: Doc, engines: dict[str, Served], baseline: str, figures: str = "auto") -> None:
     rows = []
     for lb, sv in engines.items():
         if lb == baseline:
             continue
         for metric in ("median_tpot_ms", "median_ttft_ms"):
-            for r in verdict.compare(sv.rec, engines[baseline].rec, metric):
+            for r in verdict.compare(sv.rec, engines[baseline].rec, metric, figures):
                 rows.append([lb, r.key.label, metric, _ci(r.candidate, 2), _ci(r.baseline, 2), r.gap.text(),
                              r.gap.word])
     if rows:
@@ -192,7 +192,10 @@ def default_baseline(engines: dict[str, Served], baseline: str | None) -> str:
 
 
 def build_report(paths: list[str], out_dir: str | None = None, baseline: str | None = None,
-                 references_from: str | None = None) -> Path:
+                 references_from: str | None = None, figures: str = "auto") -> Path:
+    """figures: verdict.FIGURES (auto: steady-state windows where both engines have them; whole: whole points)."""
+    if figures not in verdict.FIGURES:
+        raise ResultsReadError(f"report --figures: {figures!r} is not valid; valid: {', '.join(verdict.FIGURES)}")
     serve, kruns = load_runs(paths)
     engines = engines_of(serve)
     if engines or baseline is not None:
@@ -209,9 +212,9 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
         refs += [dataclasses.asdict(r) for r in scenario.load(references_from).references]
     for r in refs:
         r["chart_points"] = [(p["x"], p["y"]) for p in r["points"]]
-    gaps = verdict_section(doc, out, engines, baseline) if len(engines) > 1 else {}
+    gaps = verdict_section(doc, out, engines, baseline, figures) if len(engines) > 1 else {}
     if engines:
-        latency_verdicts(doc, engines, baseline)
+        latency_verdicts(doc, engines, baseline, figures)
         serve_details(doc, out, engines, refs)
         served_gemm_section(doc, engines)
     if kruns:

@@ -145,11 +145,18 @@ class Row:
     gap: Gap
 
 
-def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throughput") -> list[Row]:
+FIGURES = ("auto", "whole")  # auto: steady-state windows where both engines have them; whole: whole points
+
+
+def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throughput",
+            figures: str = "auto") -> list[Row]:
+    """figures 'whole' takes whole-point figures even where windows exist: with fixed lengths a closed-loop
+    point's requests move in synchronized waves, and a window of one wave can sit anywhere in a wave's
+    prefill/decode cycle (reports/h200-grid/README.md)."""
     cp, bp = usable_points(cand), usable_points(base)
     rows = []
     for key in sorted(set(cp) & set(bp), key=point_order):
-        both = has_steady(cp[key], metric) and has_steady(bp[key], metric)  # like with like
+        both = figures == "auto" and has_steady(cp[key], metric) and has_steady(bp[key], metric)  # like with like
         a, b = estimate(cp[key], metric, both), estimate(bp[key], metric, both)
         if a and b:
             rows.append(Row(key, a, b, gap(a, b, higher_is_better=metric == "output_throughput")))

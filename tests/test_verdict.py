@@ -108,3 +108,24 @@ def test_report_baseline_must_be_one_of_the_engines(tmp_path):
     d = write_run(tmp_path, [engine("a", [[1.0], [1.0]]), engine("b", [[1.0], [1.0]])])
     with pytest.raises(ValueError, match="no engine named 'c' in these runs; engines: a, b"):
         build_report([str(d)], str(tmp_path / "r"), baseline="c")
+
+
+def test_figures_whole_takes_whole_points_where_windows_exist(tmp_path):
+    # windows say b is level with a at c=1; whole points say b is 25% slower: the choice is the reader's, stated
+    def windowed(name, values):  # each repeat's window says what its whole point says
+        return EngineRecord(name=name, kind="vllm", status="complete",
+                            points=[point(i, r, v, v) for i, vs in enumerate(values) for r, v in enumerate(vs)])
+
+    a = windowed("a", [[100.0, 104.0, 96.0], [400.0, 404.0, 396.0]])
+    b = windowed("b", [[101.0, 99.0, 100.0], [300.0, 303.0, 297.0]])
+    for p in b.points:
+        p.metrics.output_throughput *= 0.75
+    auto = verdict.compare(b, a)
+    whole = verdict.compare(b, a, figures="whole")
+    assert auto[0].gap.word == "no significant difference" and auto[0].candidate.source == "steady-state window"
+    assert whole[0].gap.word == "slower" and whole[0].candidate.source == "whole point"
+    d = write_run(tmp_path, [a, b])
+    md = (build_report([str(d)], str(tmp_path / "r"), baseline="a", figures="whole") / "report.md").read_text()
+    assert "b: slower than a at c=1 (-25.0% [" in md
+    with pytest.raises(ValueError, match="report --figures: 'x' is not valid; valid: auto, whole"):
+        build_report([str(d)], str(tmp_path / "r2"), baseline="a", figures="x")
