@@ -162,3 +162,38 @@ def test_served_kernel_is_the_smallest_tuned_m_at_or_above():
     assert served_kernel(recs, 64, 37888, 3584)["tile"] == [64, 128, 64]
     assert served_kernel(recs, 1, 4608, 4096) is None and served_kernel(recs, 20000, 4608, 3584) is None
     assert Tally().records() == []
+
+
+# The two probes of 2026-12-03 on the H200 (reports/h200-versions/): whole served logs, parsed as serve-bench does.
+_PROBES = Path(__file__).resolve().parent.parent / "reports" / "h200-versions"
+
+
+def _served(tmp_path, run: str, engine: str):
+    import json
+
+    from llmcompare import engines
+
+    log = tmp_path / "server.log"
+    with lzma.open(_PROBES / run / f"{engine}.server.log.xz") as src, open(log, "wb") as dst:
+        dst.write(src.read())
+    facts = engines.read_log_file("lmdeploy", log)
+    saved = json.loads((_PROBES / run / "run.json").read_text())["engines"][engine]["gemm_choices"]
+    return {(c["m"], c["n"], c["k"]): c for c in facts.gemm_choices}, saved
+
+
+def test_served_018_log_names_the_sm90_kernel_of_every_decode_gemm(tmp_path):
+    got, saved = _served(tmp_path, "qwen-awq-h200-20261203-000904", "turbomind-kernels")
+    assert len(got) == len(saved) == 765  # what serve-bench saved is what the log says
+    for n, k in [(4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944)]:
+        c = got[(1, n, k)]
+        assert c["source"] == "[Gemm] plan" and c["op_class"] == "gmma_h64n16" and c["splits"] == 1, c
+        assert c["plan_lines"] > 10000  # one line per forward pass at batch 1
+    assert got[(1, 3584, 18944)]["tile"] == [8, 128, 64]
+
+
+def test_served_017_log_keeps_the_fastest_tuned_kernel(tmp_path):
+    got, saved = _served(tmp_path, "qwen-awq-h200-20261203-000738", "turbomind-0.17-kernels")
+    assert len(got) == len(saved) == 69  # 17 tuned M per linear shape, and lm_head's one
+    c = got[(16, 3584, 18944)]
+    assert c["source"] == "[tune] fastest" and c["op_class"] == "mma_h16816" and c["splits"] == 4, c
+    assert c["candidates"] > 10 and c["plan_lines"] == 0
