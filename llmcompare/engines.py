@@ -223,6 +223,8 @@ def check_tensor_parallel(where: str, e: Engine, scenario_tp: int) -> None:
 
 
 def check_prefix_cache(where: str, e: Engine) -> None:
+    if isinstance(e.prefix_cache, bool):  # YAML 1.1: a bare on/off is a boolean
+        e.prefix_cache = "on" if e.prefix_cache else "off"
     prefixcache.check(where, e.kind, ENGINES[e.kind].prefix_cache_flags, e.prefix_cache, e.args)
 
 

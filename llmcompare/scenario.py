@@ -58,7 +58,8 @@ class Engine:
     nice: int = 0
     # GPUs it shards the model over (engines.ENGINES[kind].tp_flags); null: the scenario's (validate fills it in)
     tensor_parallel: int | None = None
-    prefix_cache: str = "as-shipped"  # as-shipped | on | off: the engine's prefix cache (engines, prefixcache.py)
+    # as-shipped | on | off: the engine's prefix cache (prefixcache.py); YAML reads bare on/off as true/false
+    prefix_cache: str | bool = "as-shipped"
 
 
 @dataclass
@@ -285,20 +286,9 @@ def validate(s: Scenario) -> Scenario:
         check_tensor_parallel(w, e, s.tensor_parallel)
         check_prefix_cache(w, e)
     wl = s.workload
-    if wl.dataset in ("sharegpt", "jsonl"):
-        if not wl.path:
-            raise ScenarioError(f"workload.path: required for dataset {wl.dataset}")
-        if not os.path.isfile(expand(wl.path, "workload.path")):
-            raise ScenarioError(f"workload.path: {wl.path!r} is not a readable file")
-    for axis in ("input_len", "output_len"):
-        _grid_axis(f"workload.{axis}", getattr(wl, axis), wl.dataset)
-    from . import hfdata, synthetic
+    from .workload_rules import check_workload
 
-    synthetic.check(wl)
-    hfdata.check(wl)
-    _positive("workload.num_prompts", wl.num_prompts)
-    _positive("workload.prompts_per_concurrency", wl.prompts_per_concurrency, allow_zero=True)
-    _positive("workload.temperature", wl.temperature, allow_zero=True)
+    check_workload(wl)
     ld = s.load
     if not ld.concurrency and not ld.request_rate:
         raise ScenarioError("load: give at least one of concurrency (a list of integers) or request_rate")
@@ -314,10 +304,9 @@ def validate(s: Scenario) -> Scenario:
     _positive("load.metrics_interval_s", ld.metrics_interval_s, allow_zero=True)
     _positive("load.repeats", ld.repeats)
     _positive("load.min_duration_s", ld.min_duration_s, allow_zero=True)
-    if ld.min_duration_s and wl.dataset not in GENERATED:
-        raise ScenarioError(f"load.min_duration_s: needs a generated workload.dataset ({', '.join(GENERATED)}: "
-                            "a file dataset is shared out "
-                            f"before the run, so its points have fixed sizes); got dataset {wl.dataset}")
+    if ld.min_duration_s and wl.dataset not in GENERATED:  # a file dataset is shared out before the run
+        raise ScenarioError(f"load.min_duration_s: needs a generated workload.dataset ({', '.join(GENERATED)}: a "
+                            f"file's points have fixed sizes); got dataset {wl.dataset}")
     _positive("load.max_prompts_per_point", ld.max_prompts_per_point)
     _positive("load.max_attempts", ld.max_attempts)
     for what, xs in (("concurrency", ld.concurrency), ("request_rate", ld.request_rate)):
@@ -349,21 +338,6 @@ def validate(s: Scenario) -> Scenario:
     check_degree("kernel_bench.tensor_parallel", kb.tensor_parallel)
     kb.tensor_parallel = kb.tensor_parallel or s.tensor_parallel
     return s
-
-
-def _grid_axis(where: str, v: int | list[int], dataset: str) -> None:
-    """A length, or a list of distinct lengths (an axis of the workload grid: random prompts only)."""
-    xs = _axis(v)
-    if not xs:
-        raise ScenarioError(f"{where}: an empty list; give a length or a list of lengths")
-    for i, x in enumerate(xs):
-        _positive(f"{where}[{i}]" if isinstance(v, list) else where, x)
-    if len(set(xs)) != len(xs):
-        raise ScenarioError(f"{where}: {xs} lists a length twice; each grid cell must be distinct")
-    if len(xs) > 1 and dataset not in EXACT_LENGTHS:
-        raise ScenarioError(f"{where}: a list (a grid axis) needs workload.dataset random or shared-prefix; "
-                            f"dataset {dataset} takes "
-                            f"its lengths from the file, so give one length")
 
 
 def _venv(w: str, e: Engine) -> None:

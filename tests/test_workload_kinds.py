@@ -151,3 +151,16 @@ def test_hf_without_the_datasets_package_says_what_to_install(tok, tmp_path, mon
     f.write_text('{"prompt": "hi"}\n')
     with pytest.raises(ScenarioError, match=r"the `datasets` package is not installed; pip install 'llmcompare\[datasets\]'"):
         Prompts(Workload(dataset="hf", path=str(f)), tok).sample(1, 0)
+
+
+def test_bare_yaml_on_off_are_prefix_cache_modes_and_h200_scenarios_load(tmp_path):
+    from llmcompare import scenario
+
+    f = tmp_path / "s.yaml"
+    f.write_text("model: {path: /m}\nengines:\n  - {name: a, kind: vllm, prefix_cache: on}\n"
+                 "  - {name: b, kind: lmdeploy, prefix_cache: off}\nload: {concurrency: [1]}\n")
+    assert [e.prefix_cache for e in scenario.load(str(f)).engines] == ["on", "off"]
+    s = scenario.load("shared-prefix-h200")
+    assert s.workload.dataset == "shared-prefix" and [e.prefix_cache for e in s.engines] == [
+        "as-shipped", "on", "as-shipped", "off"]
+    assert scenario.load("llama3-8b-awq-h200").model.make.preset == "llama3-8b"
