@@ -13,7 +13,6 @@ the second as the reply, as `dataset: sharegpt` does.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .typed import ScenarioError
@@ -81,7 +80,9 @@ def _text(v, where: str, turn: int | None = None) -> str:
 
 def read(cfg) -> tuple[list[tuple[str, str | None, None]], tuple]:
     """Records (prompt, reply or None, None) as workload.read_records gives them, and their cache key."""
-    where = os.path.expanduser(cfg.path)
+    from .scenario import expand
+
+    where = expand(cfg.path, "workload.path")  # ${VAR} and ~, as every path field
     ds = _load(where, cfg.split)
     pc = _column(ds, cfg.prompt_column, "prompt_column", PROMPT_COLUMNS)
     if pc is None:
