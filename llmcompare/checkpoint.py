@@ -1,4 +1,5 @@
-"""`llmcompare make-model`: a Qwen2-architecture checkpoint with random weights and the real Qwen tokenizer.
+"""`llmcompare make-model`: a Qwen2-architecture checkpoint with random weights and the real Qwen tokenizer, or
+a Llama-architecture one (preset llama3-8b) with a Llama-3-sized tokenizer that is not Llama-3's (tokenizer.py).
 
 Weights are random but valid: bf16/fp16 tensors ~N(0, 0.02), or AutoAWQ "gemm" int4 linears (qweight int32
 [K, N/8], qzeros int32 [K/g, N/8], scales fp16 [K/g, N]; packing order 0,2,4,6,1,3,5,7). No hub download:
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import awq
-from .tokenizer import write_qwen_tokenizer
+from .tokenizer import write_llama3_like_tokenizer, write_qwen_tokenizer
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,26 @@ class Shape:
     vocab_size: int = 151936
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 32768
+    arch: str = "qwen2"  # a name in ARCHS: the config's architecture, biases and tokenizer
+    rope_theta: float = 1000000.0
 
 
+@dataclass(frozen=True)
+class Arch:
+    architecture: str  # config.json "architectures"
+    model_type: str
+    qkv_bias: bool  # Qwen2 has q/k/v biases, Llama none
+    rms_norm_eps: float
+    bos_token_id: int
+    eos_token_ids: tuple[int, ...]  # the first is config.json's eos_token_id
+    write_tokenizer: object  # (out_dir) -> tokenizer.json path
+
+
+ARCHS: dict[str, Arch] = {
+    "qwen2": Arch("Qwen2ForCausalLM", "qwen2", True, 1e-6, 151643, (151645, 151643), write_qwen_tokenizer),
+    # Llama-3: <|begin_of_text|> 128000; <|end_of_text|> 128001, <|eot_id|> 128009
+    "llama": Arch("LlamaForCausalLM", "llama", False, 1e-5, 128000, (128001, 128009), write_llama3_like_tokenizer),
+}
 PRESETS: dict[str, Shape] = {
     # vLLM's CPU attention needs head_dim 64 or more (16 crashes it): hidden 256 / 4 heads = 64.
     "tiny": Shape(256, 512, 2, 4, 2, tie_word_embeddings=True, max_position_embeddings=4096),
@@ -39,6 +58,10 @@ PRESETS: dict[str, Shape] = {
     # Qwen2.5-32B's shapes (head_dim 128), for tensor-parallel comparisons: as AWQ int4 ~19 GB (16.2 GB of
     # quantized linears, 3.1 GB of fp16 embedding and lm_head), in one model.safetensors
     "qwen2.5-32b": Shape(5120, 27648, 64, 40, 8, vocab_size=152064),
+    # Meta-Llama-3-8B's shapes (its config.json: head_dim 128, GQA 4:1, rope theta 500000, 8192 positions); as AWQ
+    # int4 ~5.7 GB. Its tokenizer is NOT Llama-3's (tokenizer.write_llama3_like_tokenizer): token counts differ
+    "llama3-8b": Shape(4096, 14336, 32, 32, 8, vocab_size=128256, max_position_embeddings=8192, arch="llama",
+                       rope_theta=500000.0),
 }
 
 SAFETENSORS_DTYPE = {"bfloat16": "BF16", "float16": "F16", "int32": "I32"}
@@ -122,7 +145,7 @@ def _tensors(s: Shape, quant: str, dtype: str, group_size: int, rng: np.random.G
                 yield p + name + ".scales", sc, "float16"
             else:
                 yield p + name + ".weight", normal(n, k), dtype
-            if name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"):
+            if ARCHS[s.arch].qkv_bias and name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"):
                 yield p + name + ".bias", normal(n), "float16" if quant == "awq" else dtype
     yield "model.norm.weight", np.ones(H, np.float32), dtype
     if not s.tie_word_embeddings:
@@ -130,23 +153,28 @@ def _tensors(s: Shape, quant: str, dtype: str, group_size: int, rng: np.random.G
 
 
 def config_json(s: Shape, quant: str, dtype: str, group_size: int) -> dict:
+    a = ARCHS[s.arch]
+    shape = {k: v for k, v in asdict(s).items() if k not in ("arch", "rope_theta")}
     cfg = {
-        "architectures": ["Qwen2ForCausalLM"],
-        "model_type": "qwen2",
-        **asdict(s),
+        "architectures": [a.architecture],
+        "model_type": a.model_type,
+        **shape,
         "hidden_act": "silu",
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0,
+        "rms_norm_eps": a.rms_norm_eps,
+        "rope_theta": s.rope_theta,
         "attention_dropout": 0.0,
         "initializer_range": 0.02,
-        "use_sliding_window": False,
-        "sliding_window": s.max_position_embeddings,
-        "max_window_layers": s.num_hidden_layers,
-        "bos_token_id": 151643,
-        "eos_token_id": 151645,
+        "bos_token_id": a.bos_token_id,
+        "eos_token_id": a.eos_token_ids[0],
         "torch_dtype": "float16" if quant == "awq" else dtype,
         "use_cache": True,
     }
+    if s.arch == "qwen2":
+        cfg.update(use_sliding_window=False, sliding_window=s.max_position_embeddings,
+                   max_window_layers=s.num_hidden_layers)
+    else:
+        cfg.update(attention_bias=False, mlp_bias=False, head_dim=s.hidden_size // s.num_attention_heads,
+                   pretraining_tp=1, rope_scaling=None)
     if quant == "awq":
         cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group_size,
                                       "zero_point": True, "version": "gemm"}
@@ -171,9 +199,10 @@ def make_model(out_dir: str | Path, preset: str = "tiny", quant: str = "none", d
     rng = np.random.default_rng(seed)
     write_safetensors(out / "model.safetensors.partial", _tensors(shape, quant, dtype, group_size, rng))
     (out / "config.json").write_text(json.dumps(config_json(shape, quant, dtype, group_size), indent=2))
+    a = ARCHS[shape.arch]
     (out / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": 151643, "eos_token_id": [151645, 151643], "do_sample": False}, indent=2))
-    write_qwen_tokenizer(out)
+        {"bos_token_id": a.bos_token_id, "eos_token_id": list(a.eos_token_ids), "do_sample": False}, indent=2))
+    a.write_tokenizer(out)
     # the weights file appears under its final name last: a directory with model.safetensors is complete
     (out / "model.safetensors.partial").rename(out / "model.safetensors")
     (out / "llmcompare-model.json").write_text(json.dumps(

@@ -123,9 +123,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--references", metavar="SCENARIO", help="also overlay the published references of this scenario")
     rp.set_defaults(func=cmd_report)
 
-    mm = sub.add_parser("make-model", help="write a random-weight Qwen2 checkpoint with the real Qwen tokenizer")
+    mm = sub.add_parser("make-model", help="write a random-weight Qwen2 (or Llama: llama3-8b) checkpoint")
     mm.add_argument("out", help="output directory")
-    mm.add_argument("--preset", default="tiny", help="tiny, qwen2.5-0.5b, qwen2.5-7b, qwen2.5-32b")
+    mm.add_argument("--preset", default="tiny", help="tiny, qwen2.5-0.5b, qwen2.5-7b, qwen2.5-32b, llama3-8b")
     mm.add_argument("--quant", default="none", choices=["none", "awq"])
     mm.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     mm.add_argument("--seed", type=int, default=0)

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import tmgemm
+from . import prefixcache, tmgemm
 from .scenario import Engine, ScenarioError, check_degree, expand
 
 
@@ -154,16 +154,25 @@ class EngineKind:
     # the server flags that set its tensor-parallel degree, the first one the one llmcompare passes; () for a
     # server it does not launch (its degree is recorded as the scenario says, nothing is passed)
     tp_flags: tuple[str, ...] = ()
+    # prefix_cache mode (on, off) -> the server flags that set it (prefixcache.py); {}: not settable
+    prefix_cache_flags: dict[str, list[str]] = field(default_factory=dict)
+
+
+# Read from the sources (2026-12-02): vLLM's --enable-prefix-caching is an argparse BooleanOptionalAction
+# (engine/arg_utils.py; V1 defaults it on, so --no-enable-prefix-caching turns it off); lmdeploy's
+# --enable-prefix-caching is store_true, default False (cli/utils.py), so off is its default and needs no flag.
+VLLM_PREFIX = {"on": ["--enable-prefix-caching"], "off": ["--no-enable-prefix-caching"]}
+LMDEPLOY_PREFIX = {"on": ["--enable-prefix-caching"], "off": []}
 
 
 ENGINES: dict[str, EngineKind] = {
     "vllm": EngineKind("vllm", vllm_command, vllm_log, {}, sampling=GREEDY, max_len_flag="--max-model-len",
-                       tp_flags=("--tensor-parallel-size", "-tp")),
+                       tp_flags=("--tensor-parallel-size", "-tp"), prefix_cache_flags=VLLM_PREFIX),
     "lmdeploy": EngineKind("lmdeploy", lmdeploy_command, lmdeploy_log, {"--backend": "turbomind"},
                            gemm_backend="turbomind",
                            sampling=GREEDY,
                            max_len_flag="--session-len",
-                           tp_flags=("--tp",)),
+                           tp_flags=("--tp",), prefix_cache_flags=LMDEPLOY_PREFIX),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 
@@ -179,7 +188,7 @@ def server_command(e: Engine, model: str, port: int, tokenizer: str | None = Non
     k = kind(e.kind)
     if k.command is None:
         raise ScenarioError(f"engine {e.name!r}: kind {e.kind} is not launched by llmcompare (give base_url)")
-    cmd = k.command(e, model, port, tokenizer)
+    cmd = k.command(e, model, port, tokenizer) + prefixcache.flags(e.kind, k.prefix_cache_flags, e.prefix_cache)
     for flag, value in k.default_args.items():
         if flag not in cmd:
             cmd += [flag, value]
@@ -211,6 +220,12 @@ def check_tensor_parallel(where: str, e: Engine, scenario_tp: int) -> None:
         raise ScenarioError(f"{where}.args: passes {given[0]} {given[1]}, but the engine's tensor-parallel degree is "
                             f"{e.tensor_parallel} ({source}); set tensor_parallel: {given[1]} instead and drop "
                             f"{given[0]} from args (llmcompare passes {ENGINES[e.kind].tp_flags[0]})")
+
+
+def check_prefix_cache(where: str, e: Engine) -> None:
+    if isinstance(e.prefix_cache, bool):  # YAML 1.1: a bare on/off is a boolean
+        e.prefix_cache = "on" if e.prefix_cache else "off"
+    prefixcache.check(where, e.kind, ENGINES[e.kind].prefix_cache_flags, e.prefix_cache, e.args)
 
 
 def engine_version(e: Engine, timeout_s: float = 60.0) -> str | None:

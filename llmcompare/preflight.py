@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from . import engines
-from .scenario import Engine, Scenario, ScenarioError, check_name, expand
+from .scenario import GENERATED, Engine, Scenario, ScenarioError, check_name, expand
 from .server import port_in_use, served_models
 from .workload import Prompts, load_tokenizer, read_records
 
@@ -151,12 +151,12 @@ def check_model(s: Scenario) -> str | None:
 def check_workload(s: Scenario, tokenizer_path: str | None) -> None:
     """The dataset is parsed in full (every line or entry); with a tokenizer, the prompts are built as the run
     will build them (token counts, ShareGPT's length filter, random prompts' vocabulary)."""
-    if s.workload.dataset != "random":
+    if s.workload.dataset not in GENERATED:
         read_records(s.workload)
     if tokenizer_path is None:
         return
     prompts = Prompts(s.workload, load_tokenizer(tokenizer_path))
-    if s.workload.dataset == "random":
+    if s.workload.dataset in GENERATED:
         prompts.sample(1, 0)
     else:
         prompts.file_size()

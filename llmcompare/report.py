@@ -129,7 +129,7 @@ def serve_details(doc: Doc, out: Path, engines: dict[str, Served], refs: list[di
                          m.stat("p99_ttft_ms") if m else None, m.stat("median_tpot_ms") if m else None,
                          m.stat("p99_tpot_ms") if m else None, m.stat("median_itl_ms") if m else None,
                          m.stat("p99_itl_ms") if m else None, m.mean_tokens_per_chunk if m else None,
-                         p.server_metrics.get("mean_num_requests_running"),
+                         p.server_metrics.get("mean_num_requests_running"), cache_hit(p),
                          "; ".join(p.trust.reasons) if not p.trust.trusted else ""])
     doc.img(charts.bands(out / "throughput.png", thr, "concurrency (or request rate)", "output tokens/s",
                          "Output throughput (95% intervals)",
@@ -143,8 +143,18 @@ def serve_details(doc: Doc, out: Path, engines: dict[str, Served], refs: list[di
           "chunk). Points that are not complete and trusted are listed but enter no verdict.")
     doc.table(["engine", "point", "repeat", "attempt", "status", "ok", "failed", "output tok/s", "steady tok/s",
                "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms",
-               "tokens/chunk", "running (engine)", "why untrusted"], rows)
+               "tokens/chunk", "running (engine)", "prefix cache hit %", "why untrusted"], rows)
     series_charts(doc, out, engines)
+
+
+def cache_hit(p) -> str | None:
+    """The point's prefix-cache hit rate in %, as its engine reported it (prefixcache.py); None for older files."""
+    c = p.prefix_cache
+    if c is None:
+        return None
+    if not c.reported:
+        return "not reported"
+    return f"{100 * c.hit_rate:.1f}" if c.hit_rate is not None else "no lookups"
 
 
 def series_charts(doc: Doc, out: Path, engines: dict[str, Served]) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from .codec import _plain, record
 from .kernelrun import KERNEL_SCHEMA, KernelPoint, KernelRun
+from .prefixcache import PrefixCache
 
 __all__ = ["KERNEL_SCHEMA", "KernelPoint", "KernelRun", "record"]
 
@@ -181,6 +182,7 @@ class PointResult:
     trust: Trust = field(default_factory=Trust)
     server_metrics: dict[str, float] = field(default_factory=dict)  # time-averaged engine gauges
     server_metrics_error: str | None = None
+    prefix_cache: PrefixCache | None = None  # hit rate over the point, as the engine reports it (None: older files)
     token_counts: dict[str, int] = field(default_factory=dict)
     client: dict[str, float] = field(default_factory=dict)  # the client's event-loop lag, ms
     warnings: list[str] = field(default_factory=list)

@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from . import checkpoint, engines, loadgen, metrics, steady, trust
+from . import checkpoint, engines, loadgen, metrics, prefixcache, steady, trust
 from .client import body_template, completion_body
 from .host import host_info
 from .loadgen import LoadPoint, Request
@@ -76,7 +76,7 @@ def stream_id(point: LoadPoint, repeat: int, attempt: int, warm: bool, s: Scenar
 def prompt_blocks(s: Scenario, prompts: Prompts, plan: list[LoadPoint]) -> dict[int, tuple[int, int]]:
     """File datasets: the shuffled file shared out among the run's streams, none twice (unless reuse is allowed).
     Checked before any server starts."""
-    if s.workload.dataset == "random":
+    if not prompts.from_file:
         return {}
     need = []
     for p in plan:
@@ -146,10 +146,12 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
     sampler = MetricsSampler(session, url, b.s.load.metrics_interval_s, time.perf_counter())
     pr = None
     try:
+        cache_before = await prefixcache.read(session, url)  # counters: the point's own hits are the difference
         async with sampler:
             pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness,
                                          seed=b.s.workload.seed + res.index, on_record=save, abort=b.abort,
                                          desc=f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else ""))
+        res.prefix_cache = prefixcache.delta(cache_before, await prefixcache.read(session, url))
     finally:
         for t, vals in sampler.samples:
             append_jsonl(rf.path(name, "metrics.jsonl"), {**tag, "t_s": round(t, 4), **vals})
@@ -247,9 +249,7 @@ def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario,
     """Prompt + output must fit the engine's context, or it would shorten answers or refuse them."""
     if limit is None:
         return
-    longest = max(s.workload.input_lens) + max(s.workload.output_lens)
-    if s.workload.dataset != "random":
-        longest = max(p.prompt_len + p.output_len for p in prompts.sample(prompts.file_size(), 0))
+    longest = prompts.longest()
     if longest > limit:
         raise ScenarioError(
             f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "

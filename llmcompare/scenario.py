@@ -58,12 +58,24 @@ class Engine:
     nice: int = 0
     # GPUs it shards the model over (engines.ENGINES[kind].tp_flags); null: the scenario's (validate fills it in)
     tensor_parallel: int | None = None
+    # as-shipped | on | off: the engine's prefix cache (prefixcache.py); YAML reads bare on/off as true/false
+    prefix_cache: str | bool = "as-shipped"
 
 
 @dataclass
 class Workload:
-    dataset: Literal["random", "sharegpt", "jsonl"] = "random"
+    # random | sharegpt (path) | jsonl (path) | hf (path: a Hugging Face dataset; hfdata.py) | synthetic-sharegpt
+    # (ShareGPT-like lengths; synthetic.py) | shared-prefix (prefix_len + input_len tokens; synthetic.py)
+    dataset: Literal["random", "sharegpt", "jsonl", "hf", "synthetic-sharegpt", "shared-prefix"] = "random"
     path: str | None = None  # sharegpt: a ShareGPT JSON file; jsonl: one {"prompt", "output_len"?} per line
+    prompt_column: str | None = None  # hf: the prompt's column (default: the first of prompt, instruction, ...)
+    output_column: str | None = None  # hf: the reply's column; its token count is the output length (as sharegpt)
+    split: str = "train"  # hf: the split read
+    prefix_len: int = 0  # shared-prefix: tokens of each shared prefix, before input_len tokens of unique suffix
+    num_prefixes: int = 1  # shared-prefix: distinct prefixes; request i of a stream takes prefix i % num_prefixes
+    sigma_input: float = 1.0  # synthetic-sharegpt: lognormal sigma of prompt lengths (our choice; synthetic.py)
+    sigma_output: float = 0.8  # synthetic-sharegpt: of output lengths
+    max_total_len: int = 2048  # synthetic-sharegpt: prompt + output at most (clip to a smaller context)
     # random: exact prompt length in tokens; a list is a grid axis (every length at every load point, one
     # server start: input_len x output_len x load points)
     input_len: int | list[int] = 1024
@@ -87,10 +99,14 @@ class Workload:
 
     def cells(self) -> list[tuple[int | None, int | None]]:
         """The workload grid, (input_len, output_len) per cell, input length outer; (None, None) for a file
-        dataset (its lengths come from the file)."""
-        if self.dataset != "random":
+        dataset or synthetic-sharegpt (lengths come from the data)."""
+        if self.dataset not in EXACT_LENGTHS:
             return [(None, None)]
         return [(i, o) for i in self.input_lens for o in self.output_lens]
+
+
+EXACT_LENGTHS = ("random", "shared-prefix")  # exact input_len/output_len: grid axes
+GENERATED = EXACT_LENGTHS + ("synthetic-sharegpt",)  # no file: prompts made per stream, none sent twice
 
 
 def _axis(v: int | list[int]) -> list[int]:
@@ -265,20 +281,14 @@ def validate(s: Scenario) -> Scenario:
             raise ScenarioError(f"{w}.nice: must be in 0..19 (a lower priority than the client's), got {e.nice}")
         if e.gemm_backend is not None:
             _backend(f"{w}.gemm_backend", e.gemm_backend)
-        from .engines import check_tensor_parallel
+        from .engines import check_prefix_cache, check_tensor_parallel
 
         check_tensor_parallel(w, e, s.tensor_parallel)
+        check_prefix_cache(w, e)
     wl = s.workload
-    if wl.dataset in ("sharegpt", "jsonl"):
-        if not wl.path:
-            raise ScenarioError(f"workload.path: required for dataset {wl.dataset}")
-        if not os.path.isfile(expand(wl.path, "workload.path")):
-            raise ScenarioError(f"workload.path: {wl.path!r} is not a readable file")
-    for axis in ("input_len", "output_len"):
-        _grid_axis(f"workload.{axis}", getattr(wl, axis), wl.dataset)
-    _positive("workload.num_prompts", wl.num_prompts)
-    _positive("workload.prompts_per_concurrency", wl.prompts_per_concurrency, allow_zero=True)
-    _positive("workload.temperature", wl.temperature, allow_zero=True)
+    from .workload_rules import check_workload
+
+    check_workload(wl)
     ld = s.load
     if not ld.concurrency and not ld.request_rate:
         raise ScenarioError("load: give at least one of concurrency (a list of integers) or request_rate")
@@ -294,9 +304,9 @@ def validate(s: Scenario) -> Scenario:
     _positive("load.metrics_interval_s", ld.metrics_interval_s, allow_zero=True)
     _positive("load.repeats", ld.repeats)
     _positive("load.min_duration_s", ld.min_duration_s, allow_zero=True)
-    if ld.min_duration_s and wl.dataset != "random":
-        raise ScenarioError(f"load.min_duration_s: needs workload.dataset random (a file dataset is shared out "
-                            f"before the run, so its points have fixed sizes); got dataset {wl.dataset}")
+    if ld.min_duration_s and wl.dataset not in GENERATED:  # a file dataset is shared out before the run
+        raise ScenarioError(f"load.min_duration_s: needs a generated workload.dataset ({', '.join(GENERATED)}: a "
+                            f"file's points have fixed sizes); got dataset {wl.dataset}")
     _positive("load.max_prompts_per_point", ld.max_prompts_per_point)
     _positive("load.max_attempts", ld.max_attempts)
     for what, xs in (("concurrency", ld.concurrency), ("request_rate", ld.request_rate)):
@@ -328,20 +338,6 @@ def validate(s: Scenario) -> Scenario:
     check_degree("kernel_bench.tensor_parallel", kb.tensor_parallel)
     kb.tensor_parallel = kb.tensor_parallel or s.tensor_parallel
     return s
-
-
-def _grid_axis(where: str, v: int | list[int], dataset: str) -> None:
-    """A length, or a list of distinct lengths (an axis of the workload grid: random prompts only)."""
-    xs = _axis(v)
-    if not xs:
-        raise ScenarioError(f"{where}: an empty list; give a length or a list of lengths")
-    for i, x in enumerate(xs):
-        _positive(f"{where}[{i}]" if isinstance(v, list) else where, x)
-    if len(set(xs)) != len(xs):
-        raise ScenarioError(f"{where}: {xs} lists a length twice; each grid cell must be distinct")
-    if len(xs) > 1 and dataset != "random":
-        raise ScenarioError(f"{where}: a list (a grid axis) needs workload.dataset random; dataset {dataset} takes "
-                            f"its lengths from the file, so give one length")
 
 
 def _venv(w: str, e: Engine) -> None:

@@ -39,6 +39,8 @@ def _convert(value: Any, t: Any, where: str) -> Any:
         lists = [a for a in args if typing.get_origin(a) is list]
         if isinstance(value, list) and lists:  # `int | list[int]`: a scalar or a grid axis
             return _convert(value, lists[0], where)
+        if isinstance(value, bool) and bool in args:  # `str | bool`: YAML's bare on/off
+            return value
         return _convert(value, next((a for a in args if a not in lists), args[0]), where)
     if origin is Literal:
         if value not in typing.get_args(t):

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from .scenario import ScenarioError, Workload, expand
+from . import synthetic
+from .scenario import GENERATED, ScenarioError, Workload, expand
 
 
 @dataclass
@@ -67,7 +68,12 @@ _RECORDS: dict[tuple, list] = {}
 def read_records(cfg: Workload) -> tuple[list[tuple[str, str | None, int | None]], tuple]:
     """Every record of a sharegpt or jsonl dataset, checked without a tokenizer: (prompt, reply, None) for
     sharegpt, (prompt, None, output_len or None) for jsonl. An error names the file and the line (jsonl) or
-    the entry (sharegpt). Also returns the cache key (dataset, path, mtime, size)."""
+    the entry (sharegpt); (prompt, reply or None, None) for hf (hfdata.py). Also returns the cache key
+    (dataset, path, mtime, size)."""
+    if cfg.dataset == "hf":
+        from . import hfdata
+
+        return hfdata.read(cfg)
     path = Path(expand(cfg.path or "", "workload.path"))
     try:
         if not path.is_file():
@@ -153,23 +159,60 @@ class Prompts:
     def count_tokens(self, text: str) -> int:
         return len(self.tok(text, add_special_tokens=False)["input_ids"])
 
+    def exact(self, rng: random.Random, n_tokens: int, head: list[int] = ()) -> str:
+        """A prompt of exactly len(head) + n_tokens tokens: `head` (word ids) then n_tokens words drawn from rng;
+        drawn again (up to 10 times) where the decoded text does not re-encode to that many tokens."""
+        want = len(head) + n_tokens
+        for _attempt in range(10):
+            prompt = self.tok.decode(list(head) + [rng.choice(self._words) for _ in range(n_tokens)])
+            if self.count_tokens(prompt) == want:
+                return prompt
+        raise RuntimeError(f"could not build a prompt of exactly {want} tokens")
+
     def random(self, n: int, stream: int, input_len: int | None = None,
                output_len: int | None = None) -> list[RequestSpec]:
         """Prompt i of a stream depends on (seed, stream, i, length) alone, so every engine gets the same first n
         prompts of a stream, however many more it needs. Lengths: a grid cell's, default the axes' first."""
-        words, L = self._words, input_len or self.cfg.input_lens[0]
-        out_len = output_len or self.cfg.output_lens[0]
-        out = []
+        L, out_len = input_len or self.cfg.input_lens[0], output_len or self.cfg.output_lens[0]
+        return [RequestSpec(self.exact(random.Random(f"{self.cfg.seed}/{stream}/{i}"), L), L, out_len)
+                for i in range(n)]
+
+    def prefixes(self) -> list[list[int]]:
+        """shared-prefix: num_prefixes word sequences of prefix_len tokens, the same in every stream (as a system
+        prompt is the same in every request), seeded by (seed, k, prefix_len)."""
+        c = self.cfg
+        return [[random.Random(f"{c.seed}/prefix/{k}/{c.prefix_len}").choice(self._words) for _ in range(c.prefix_len)]
+                for k in range(c.num_prefixes)]
+
+    def shared_prefix(self, n: int, stream: int, input_len: int | None = None,
+                      output_len: int | None = None) -> list[RequestSpec]:
+        """Request i: prefix i % num_prefixes, then input_len tokens of its own (as `random` draws them): exactly
+        prefix_len + input_len tokens. Only the prefixes repeat; every suffix is new."""
+        L, out_len = input_len or self.cfg.input_lens[0], output_len or self.cfg.output_lens[0]
+        heads = self.prefixes()
+        return [RequestSpec(self.exact(random.Random(f"{self.cfg.seed}/{stream}/{i}"), L, heads[i % len(heads)]),
+                            self.cfg.prefix_len + L, out_len) for i in range(n)]
+
+    def synthetic_sharegpt(self, n: int, stream: int) -> list[RequestSpec]:
+        """Lengths drawn as synthetic.py describes (ShareGPT's published means), prompts of exactly that many
+        words; request i of a stream depends on (seed, stream, i) alone."""
+        c, out = self.cfg, []
         for i in range(n):
-            rng = random.Random(f"{self.cfg.seed}/{stream}/{i}")
-            for _attempt in range(10):
-                prompt = self.tok.decode([rng.choice(words) for _ in range(L)])
-                if self.count_tokens(prompt) == L:
-                    break
-            else:
-                raise RuntimeError(f"could not build a prompt of exactly {L} tokens")
-            out.append(RequestSpec(prompt, L, out_len))
+            rng = random.Random(f"{c.seed}/{stream}/{i}")
+            pair = synthetic.sharegpt_lengths(rng, c.sigma_input, c.sigma_output, c.max_total_len)
+            out.append(RequestSpec(self.exact(rng, pair.input_len), pair.input_len, pair.output_len))
         return out
+
+    def longest(self) -> int:
+        """The most tokens (prompt + output) one request of this workload may need."""
+        c = self.cfg
+        if c.dataset == "random":
+            return max(c.input_lens) + max(c.output_lens)
+        if c.dataset == "shared-prefix":
+            return c.prefix_len + max(c.input_lens) + max(c.output_lens)
+        if c.dataset == "synthetic-sharegpt":
+            return min(synthetic.MAX_TOTAL, c.max_total_len)
+        return max(p.prompt_len + p.output_len for p in self._file_items)
 
     @cached_property
     def _file_items(self) -> list[RequestSpec]:
@@ -200,6 +243,10 @@ class Prompts:
         see file_blocks."""
         if self.cfg.dataset == "random":
             return self.random(n, stream, *lengths)
+        if self.cfg.dataset == "shared-prefix":
+            return self.shared_prefix(n, stream, *lengths)
+        if self.cfg.dataset == "synthetic-sharegpt":
+            return self.synthetic_sharegpt(n, stream)
         items = list(self._file_items)
         random.Random(self.cfg.seed).shuffle(items)
         start, size = block if block else (0, len(items))
@@ -207,6 +254,10 @@ class Prompts:
             raise ScenarioError(f"workload.path: {self.cfg.path} has too few prompts: a load point needs {n} and "
                                 f"its share of the file is {size}; use a larger file or fewer requests")
         return [items[(start + i) % len(items)] for i in range(n)]  # wraps only when reuse is allowed
+
+    @property
+    def from_file(self) -> bool:
+        return self.cfg.dataset not in GENERATED
 
     def file_size(self) -> int:
         return len(self._file_items)

@@ -65,7 +65,7 @@ def test_real_qwen_tokenizer(tmp_path):
 
 
 def test_unknown_preset_lists_valid(tmp_path):
-    with pytest.raises(ValueError, match="unknown model preset 'huge'; valid: tiny, qwen2.5-0.5b, qwen2.5-7b, qwen2.5-32b"):
+    with pytest.raises(ValueError, match="unknown model preset 'huge'; valid: tiny, qwen2.5-0.5b, qwen2.5-7b, qwen2.5-32b, llama3-8b"):
         checkpoint.make_model(tmp_path / "x", preset="huge")
 
 

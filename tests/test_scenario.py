@@ -59,7 +59,7 @@ BAD = [
      "s.yaml: engines[1].name: 'v' is used twice; engine names must be unique"),
     (setter("engines.0", {"name": "o", "kind": "openai"}),
      "s.yaml: engines[0].base_url: required for kind openai (an already-running server)"),
-    (setter("workload.dataset", "alpaca"), "s.yaml: workload.dataset: 'alpaca' is not valid; valid: random, sharegpt, jsonl"),
+    (setter("workload.dataset", "alpaca"), "s.yaml: workload.dataset: 'alpaca' is not valid; valid: random, sharegpt, jsonl, hf, synthetic-sharegpt, shared-prefix"),
     (setter("workload.dataset", "sharegpt"), "s.yaml: workload.path: required for dataset sharegpt"),
     (setter("workload.input_len", 0), "s.yaml: workload.input_len: must be > 0, got 0"),
     (setter("workload.num_prompts", 2.5), "s.yaml: workload.num_prompts: expected an integer, got 2.5"),
@@ -180,7 +180,7 @@ def test_lengths_take_a_list_as_a_grid_axis(tmp_path):
     ({"output_len": [8, 0]}, "workload.output_len[1]: must be > 0, got 0"),
     ({"output_len": "x"}, "workload.output_len: expected an integer, got 'x'"),
     ({"dataset": "jsonl", "path": "__FILE__", "output_len": [8, 16]},
-     "workload.output_len: a list (a grid axis) needs workload.dataset random; dataset jsonl"),
+     "workload.output_len: a list (a grid axis) needs workload.dataset random or shared-prefix; dataset jsonl"),
 ])
 def test_bad_grid_axes_name_the_field(tmp_path, workload, msg):
     f = tmp_path / "p.jsonl"

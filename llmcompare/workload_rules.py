@@ -1,0 +1,40 @@
+"""Checks of the workload section of a scenario (scenario.validate calls check_workload): datasets, their
+paths and fields, and the grid axes."""
+
+from __future__ import annotations
+
+import os
+
+from . import hfdata, synthetic
+from .scenario import EXACT_LENGTHS, Workload, _axis, _positive, expand
+from .typed import ScenarioError
+
+
+def check_workload(wl: Workload) -> None:
+    if wl.dataset in ("sharegpt", "jsonl"):
+        if not wl.path:
+            raise ScenarioError(f"workload.path: required for dataset {wl.dataset}")
+        if not os.path.isfile(expand(wl.path, "workload.path")):
+            raise ScenarioError(f"workload.path: {wl.path!r} is not a readable file")
+    for axis in ("input_len", "output_len"):
+        _grid_axis(f"workload.{axis}", getattr(wl, axis), wl.dataset)
+    synthetic.check(wl)
+    hfdata.check(wl)
+    _positive("workload.num_prompts", wl.num_prompts)
+    _positive("workload.prompts_per_concurrency", wl.prompts_per_concurrency, allow_zero=True)
+    _positive("workload.temperature", wl.temperature, allow_zero=True)
+
+
+def _grid_axis(where: str, v: int | list[int], dataset: str) -> None:
+    """A length, or a list of distinct lengths (an axis of the workload grid: exact lengths only)."""
+    xs = _axis(v)
+    if not xs:
+        raise ScenarioError(f"{where}: an empty list; give a length or a list of lengths")
+    for i, x in enumerate(xs):
+        _positive(f"{where}[{i}]" if isinstance(v, list) else where, x)
+    if len(set(xs)) != len(xs):
+        raise ScenarioError(f"{where}: {xs} lists a length twice; each grid cell must be distinct")
+    if len(xs) > 1 and dataset not in EXACT_LENGTHS:
+        raise ScenarioError(f"{where}: a list (a grid axis) needs workload.dataset random or shared-prefix; "
+                            f"dataset {dataset} takes "
+                            f"its lengths from the file, so give one length")
