@@ -8,14 +8,13 @@ CUTLASS conventions):
   gemm        every other matrix multiply: cuBLAS (`sm90_xmma_gemm...`, `nvjet...`, `cublasLt...`, `ampere_..gemm`),
               CUTLASS (`cutlass...gemm`, `Kernel2<...gemm`), lm_head and fp16 projections; on CPU `aten::mm`/`addmm`
   attention   flash/paged/decode attention: `flash`, `fmha`, `attention`, `paged`, `mha`, `xqa`, `decode_kernel`,
-              FlashInfer's `BatchDecode`/`BatchPrefill`
+              FlashInfer's `BatchDecode`/`BatchPrefill`, and the KV-cache writes (`reshape_and_cache...`)
   comm        NCCL and custom all-reduce: `nccl`, `allreduce`, `all_reduce`, `cross_device_reduce`
   sampling    sampling and logits processing: `sampl`, `topk`, `top_k`, `top_p`, `argmax`, `softmax`, `multinomial`,
               `gumbel`
   norm_act    norms, activations, rotary, element-wise and reductions: `rms`, `norm`, `silu`, `act_and_mul`,
               `rotary`, `rope`, `elementwise`, `vectorized`, `reduce`, `add_bias`, `fused_add`
-  copy        memory moves: `memcpy`, `memset`, `copy`, `cat`, `index`, `gather`, `scatter`, `fill`, `embedding`,
-              `reshape_and_cache`
+  copy        memory moves: `memcpy`, `memset`, `copy`, `cat`, `index`, `gather`, `scatter`, `fill`, `embedding`
 Anything else is `other`. The lm_head is a `gemm` (fp16 in every engine): it is what ends each decode step.
 """
 
@@ -28,7 +27,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
                   r"gptq_gemm", r"w4a16"),
     "comm": (r"nccl", r"allreduce", r"all_reduce", r"cross_device_reduce", r"all_gather", r"reduce_scatter"),
     "attention": (r"flash", r"fmha", r"attention", r"attn", r"paged", r"\bmha", r"xqa", r"decode_kernel",
-                  r"batchdecode", r"batchprefill"),
+                  r"batchdecode", r"batchprefill", r"reshape_and_cache"),
     "gemm": (r"gemm", r"nvjet", r"xmma", r"cublas", r"cutlass", r"aten::mm\b", r"aten::addmm", r"aten::bmm",
              r"aten::matmul", r"aten::linear", r"sgemm", r"hgemm", r"_mm_"),
     "sampling": (r"sampl", r"topk", r"top_k", r"top_p", r"argmax", r"softmax", r"multinomial", r"gumbel",
@@ -36,7 +35,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "norm_act": (r"rms", r"norm", r"silu", r"gelu", r"act_and_mul", r"rotary", r"rope", r"elementwise",
                  r"vectorized", r"reduce", r"add_bias", r"fused_add", r"aten::add", r"aten::mul"),
     "copy": (r"memcpy", r"memset", r"copy", r"\bcat\b", r"aten::cat", r"index", r"gather", r"scatter", r"fill",
-             r"embedding", r"reshape_and_cache"),
+             r"embedding"),
 }
 OTHER = "other"
 ORDER = (*CLASSES, OTHER)  # how reports list the classes
