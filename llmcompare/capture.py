@@ -86,7 +86,7 @@ class Capture:
 
     async def start(self) -> list[int]:
         """Starts the capture; the pids that started one (those with torch imported)."""
-        for f in self.dir.glob("started-*"):
+        for f in [*self.dir.glob("started-*"), *self.dir.glob("trace-*")]:
             f.unlink()
         sent = self._signal(self.pids())
         deadline = time.monotonic() + START_WAIT_S
@@ -111,6 +111,7 @@ class Capture:
                 out.append(TraceFile("", pid, "other", error=f"no trace within {WRITE_WAIT_S:g} s of the stop"))
                 continue
             meta = json.loads(meta_f.read_text())
+            meta_f.unlink()  # the next pass (another point) waits for its own
             title = meta.get("title", "")
             tf = TraceFile("", pid, role(title), title, meta.get("start_unix_s"), meta.get("end_unix_s"),
                            error=meta.get("error"))
