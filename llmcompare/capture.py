@@ -26,6 +26,7 @@ from pathlib import Path
 from . import loadgen, steady
 from .profiles import ProfileRecord, TraceFile
 from .results import LoadKey, RunFile, append_jsonl, now
+from .server import ServerError
 from .timeline import analyze
 
 HOOK_DIR = Path(__file__).resolve().parent / "profhook"
@@ -114,7 +115,7 @@ class Capture:
             meta_f.unlink()  # the next pass (another point) waits for its own
             title = meta.get("title", "")
             tf = TraceFile("", pid, role(title), title, meta.get("start_unix_s"), meta.get("end_unix_s"),
-                           error=meta.get("error"))
+                           cuda=meta.get("cuda"), error=meta.get("error"))
             if meta.get("trace"):
                 src = self.dir / meta["trace"]
                 dst = rf.path(engine, f"profile-p{index}.pid{pid}.trace.json.gz")
@@ -178,6 +179,10 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
             cap.stop(started)
             window.append(time.perf_counter() - t0)
             rec.warnings.append("the pass ended before the capture window did: the window was cut short")
+    if pr.abort_reason:
+        rec.status, rec.error = "failed", pr.abort_reason
+        rf.save()
+        raise ServerError(pr.abort_reason)
     point, warn = point_tok_s(rf, engine, index)
     rec.warnings += [warn] if warn else []
     _figures(rec, pr, window, point)

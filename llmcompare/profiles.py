@@ -17,6 +17,7 @@ class TraceFile:
     start_unix_s: float | None = None  # the capture window in this process
     end_unix_s: float | None = None
     json_bytes: int = 0  # before compression
+    cuda: bool | None = None  # whether CUDA kernels were asked for (the process used CUDA; see the hook)
     steps: StepSummary | None = None  # timeline.py's analysis
     error: str | None = None
 

@@ -61,6 +61,7 @@ def test_hook_toggles_capture_in_torch_processes_only(tmp_path, vllm_py):
     assert sorted(t.pid for t in traces) == sorted(started)
     for t in traces:
         assert t.error is None and t.file and t.start_unix_s < t.end_unix_s and t.json_bytes > 0
+        assert t.cuda is False  # no CUDA in these processes: CPU ops only
         with gzip.open(tmp_path / "run" / t.file, "rt") as f:
             names = {e.get("name") for e in json.load(f)["traceEvents"]}
         assert "aten::mm" in names

@@ -84,3 +84,15 @@ def test_the_profiled_pass_is_not_among_the_points_figures(profiled_run):
     # no nvidia-smi here: telemetry says so, without an error
     t = e.points[0].telemetry
     assert t is not None and not t.available and t.why_not == "nvidia-smi not on PATH"
+
+
+def test_report_shows_the_per_step_breakdown_of_the_profiled_point(profiled_run, tmp_path):
+    from llmcompare.report import build_report
+
+    run, _ = profiled_run
+    md = (build_report([run.dir], str(tmp_path / "rep")) / "report.md").read_text()
+    assert "## Measured: GPU time per decode step (profiled passes)" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| vllm-cpu | c=3 in=64 out=64 |"))
+    assert "worker" in row or "engine-core" in row
+    assert "no kernel-bench run given; cpu ops" in row
+    assert "Telemetry unavailable for some points: nvidia-smi not on PATH." in md

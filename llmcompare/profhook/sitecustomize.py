@@ -47,15 +47,31 @@ def _register() -> None:
         pass
 
 
+def _uses_cuda(torch) -> bool:
+    """Whether this process already talks to a GPU: torch's CUDA is up, or the driver is loaded (TurboMind's C++
+    runs CUDA without torch's). Asking CUPTI for kernels elsewhere (vLLM's API server) could create a CUDA context
+    there, costing GPU memory; LLMC_PROFILE_CUDA=1 or 0 decides instead."""
+    forced = os.environ.get("LLMC_PROFILE_CUDA")
+    if forced in ("0", "1"):
+        return forced == "1"
+    if torch.cuda.is_initialized():
+        return True
+    try:
+        with open("/proc/self/maps") as f:
+            return any("libcuda.so" in line for line in f)
+    except OSError:
+        return False
+
+
 def _start() -> None:
     import torch  # already imported by the engine: this is a dictionary look-up
 
     acts = [torch.profiler.ProfilerActivity.CPU]
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and _uses_cuda(torch):
         acts.append(torch.profiler.ProfilerActivity.CUDA)
     prof = torch.profiler.profile(activities=acts)
     prof.start()
-    _state["prof"], _state["start"] = prof, time.time()
+    _state["prof"], _state["start"], _state["cuda"] = prof, time.time(), len(acts) > 1
 
 
 def _stop() -> None:
@@ -70,6 +86,7 @@ def _stop() -> None:
     except Exception as e:  # noqa: BLE001 - the engine must keep serving; the error goes to the meta file
         err = f"{type(e).__name__}: {e}"
     _write(f"trace-{os.getpid()}.meta.json", {"pid": os.getpid(), "ppid": os.getppid(), "title": _title(),
+                                              "cuda": _state.get("cuda"),
                                               "start_unix_s": start, "end_unix_s": end,
                                               "trace": None if err else trace, "error": err})
 
