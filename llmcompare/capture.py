@@ -101,7 +101,8 @@ class Capture:
     def stop(self, pids: list[int]) -> list[int]:
         return self._signal(pids)
 
-    def collect(self, rf: RunFile, engine: str, index: int, pids: list[int]) -> list[TraceFile]:
+    def collect(self, rf: RunFile, engine: str, index: int, pids: list[int], anchor: str | None = None
+                ) -> list[TraceFile]:
         """Waits for each stopped process's trace, gzips it into the run directory and analyses it."""
         out, deadline = [], time.monotonic() + WRITE_WAIT_S
         for pid in pids:
@@ -125,7 +126,7 @@ class Capture:
                 src.unlink()
                 tf.file = dst.name
                 try:
-                    tf.steps = analyze(dst)
+                    tf.steps = analyze(dst, anchor)
                 except (OSError, ValueError, KeyError) as e:
                     tf.error = f"analysis failed: {type(e).__name__}: {e}"
             out.append(tf)
@@ -143,8 +144,20 @@ def point_tok_s(rf: RunFile, engine: str, index: int) -> tuple[float | None, str
     return (statistics.median(vals) if vals else None), warn
 
 
+async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, plan: list,
+                         profile, abort, specs_for) -> None:
+    """A profiled pass of every point of `plan` whose concurrency profile.points lists, as many requests as its
+    last measured repeat sent; specs_for(point, n): the pass's own prompts."""
+    for point in plan:
+        if point.key.concurrency in profile.points:
+            n = max(p.num_prompts for p in rf.run.engines[engine].points if p.index == point.index)
+            await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
+                                profile.seconds, abort, profile.anchor)
+
+
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
-                        key: LoadKey, specs: list, seconds: float, abort=None) -> ProfileRecord:
+                        key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None
+                        ) -> ProfileRecord:
     """One extra pass of the point with a capture of `seconds` once its first c requests have finished."""
     rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
                         output_len=key.output_len, started_at=now(), requests=len(specs))
@@ -186,7 +199,7 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     point, warn = point_tok_s(rf, engine, index)
     rec.warnings += [warn] if warn else []
     _figures(rec, pr, window, point)
-    rec.traces = cap.collect(rf, engine, index, _answered(cap)) if len(window) == 2 else []
+    rec.traces = cap.collect(rf, engine, index, _answered(cap), anchor) if len(window) == 2 else []
     rec.status = "complete" if rec.traces and not rec.error else "failed"
     if not rec.traces and not rec.error:
         rec.error = "no process answered the capture signal (is torch imported in the server's processes?)"

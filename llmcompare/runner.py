@@ -216,11 +216,9 @@ async def _drive(b: Bench, repeats: list[int]) -> None:
         for r in repeats:
             for point in b.plan:
                 await _measure(session, b, point, r)
-        for point in b.plan if b.capture and repeats[-1] == b.s.load.repeats - 1 else []:
-            if point.key.concurrency in b.s.profile.points:  # an extra pass, never among the point's figures
-                n = max(p.num_prompts for p in b.rf.run.engines[b.engine].points if p.index == point.index)
-                await capture.profiled_pass(session, b.capture, b.rf, b.engine, b.req, point.index, point.key,
-                                            _specs(b, point, n, b.s.load.repeats, 1, False), b.s.profile.seconds, b.abort)
+        if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
+            await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile, b.abort,
+                                         lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
 
 
 def max_model_len(base_url: str, e: Engine, log_len: int | None = None) -> tuple[int | None, str | None]:
