@@ -175,3 +175,20 @@ def analyze(path: str | Path, anchor: str | None = None) -> StepSummary:
     """A trace file's per-step summary."""
     evs, source = events(read_trace(path))
     return summarize(evs, source, anchor)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m llmcompare.timeline TRACE [--anchor SUBSTRING]: a trace's per-step summary as JSON (e.g. to try
+    another anchor on a kept trace)."""
+    import argparse
+    import dataclasses
+
+    ap = argparse.ArgumentParser(prog="python -m llmcompare.timeline")
+    ap.add_argument("trace")
+    ap.add_argument("--anchor", default=None, help="a substring of the kernel name that marks steps")
+    a = ap.parse_args(argv)
+    print(json.dumps(dataclasses.asdict(analyze(a.trace, a.anchor)), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -48,9 +48,9 @@ def _register() -> None:
 
 
 def _uses_cuda(torch) -> bool:
-    """Whether this process already talks to a GPU: torch's CUDA is up, or the driver is loaded (TurboMind's C++
-    runs CUDA without torch's). Asking CUPTI for kernels elsewhere (vLLM's API server) could create a CUDA context
-    there, costing GPU memory; LLMC_PROFILE_CUDA=1 or 0 decides instead."""
+    """Whether this process already has a GPU context: torch's CUDA is up, or the process maps the driver's device
+    files (/dev/nvidia*: TurboMind's C++ runs CUDA without torch's). Asking CUPTI for kernels elsewhere (vLLM's API
+    server) could create a CUDA context there, costing GPU memory; LLMC_PROFILE_CUDA=1 or 0 decides instead."""
     forced = os.environ.get("LLMC_PROFILE_CUDA")
     if forced in ("0", "1"):
         return forced == "1"
@@ -58,7 +58,7 @@ def _uses_cuda(torch) -> bool:
         return True
     try:
         with open("/proc/self/maps") as f:
-            return any("libcuda.so" in line for line in f)
+            return any("/dev/nvidia" in line for line in f)
     except OSError:
         return False
 
