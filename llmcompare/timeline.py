@@ -1,8 +1,8 @@
 """Where a served engine's GPU time goes per decode step, read from a captured Chrome trace (torch.profiler's).
 
 Input: a trace JSON (gzipped or not) written by the capture hook (profhook/sitecustomize.py). Events used:
-  GPU   complete events (ph "X") of category "kernel" (CUPTI's kernel records, CUDA-graph nodes included), of one
-        device (the lowest id seen: with tensor parallelism each GPU runs the same step)
+  GPU   complete events (ph "X") of category "kernel", "gpu_memcpy" or "gpu_memset" (CUPTI's records, CUDA-graph
+        nodes included), of one device (the lowest id seen: with tensor parallelism each GPU runs the same step)
   CPU   when the trace has no kernel (a CPU build), the outermost "cpu_op" events of each thread of the process
 Steps: an anchor kernel that runs once per forward pass marks them; a step runs from one anchor's start to the next
 one's (the last, unclosed part is dropped). The anchor is, unless given (profile.anchor: a substring of the
@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .kernelclass import ORDER, classify
+
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # torch.profiler's categories of device-side work
 
 
 @dataclass
@@ -66,7 +69,7 @@ def read_trace(path: str | Path) -> dict:
 def events(trace: dict) -> tuple[list[Event], str]:
     """The kernels of the first GPU, or (no kernel at all) the outermost CPU ops; sorted by start."""
     evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e and "ts" in e]
-    kern = [e for e in evs if e.get("cat") == "kernel"]
+    kern = [e for e in evs if e.get("cat") in GPU_CATS]
     if kern:
         dev = min(str(e.get("pid")) for e in kern)
         chosen, source = [e for e in kern if str(e.get("pid")) == dev], "gpu"

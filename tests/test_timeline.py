@@ -23,6 +23,7 @@ def kernel_events(steps: int, device: int = 0) -> list[dict]:
         for name, dur in [*LAYER * LAYERS, *HEAD]:
             evs.append({"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": 7, "ts": t, "dur": dur})
             t += dur
+        evs[-1]["cat"] = "gpu_memcpy"  # torch.profiler's category of a copy
         t += IDLE_US
     return evs
 
