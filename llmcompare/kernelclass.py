@@ -3,7 +3,8 @@
 A registry of (class, regular expressions), tried in order, first match wins; names are matched case-insensitively.
 Patterns come from the names the engines' kernels carry (sources of vLLM 0.26 and lmdeploy 0.18, and cuBLAS /
 CUTLASS conventions):
-  int4_gemm   TurboMind's `turbomind::gemm::...` / `gemm_kernel<...>`, vLLM's Machete (`machete...`), Marlin
+  int4_gemm   TurboMind's `turbomind::gemm::...` / `gemm_kernel<...>` (with `uint4_t` operands, or no types in the
+              name; with `half`/`bfloat16` operands only it is TurboMind's fp16 GEMM: `gemm`), vLLM's Machete (`machete...`), Marlin
               (`Marlin<...>`, `marlin...`), AWQ's `awq_gemm...`/`gemm_forward_4bit...`
   gemm        every other matrix multiply: cuBLAS (`sm90_xmma_gemm...`, `nvjet...`, `cublasLt...`, `ampere_..gemm`),
               CUTLASS (`cutlass...gemm`, `Kernel2<...gemm`), lm_head and fp16 projections; on CPU `aten::mm`/`addmm`
@@ -40,7 +41,10 @@ CLASSES: dict[str, tuple[str, ...]] = {
 OTHER = "other"
 ORDER = (*CLASSES, OTHER)  # how reports list the classes
 
-_COMPILED = [(c, re.compile("|".join(p), re.IGNORECASE)) for c, p in CLASSES.items()]
+# TurboMind runs its fp16 GEMMs (the lm_head) through the same turbomind::gemm kernels as its int4 ones: a name
+# that carries its operand types and names no uint4 but half/bfloat16 is a `gemm`; without types, an int4 one
+_TM_FP16 = re.compile(r"^(?!.*uint4)(?=.*(turbomind::gemm|gemm_kernel)).*(\bhalf\b|bfloat16|__half)", re.IGNORECASE)
+_COMPILED = [("gemm", _TM_FP16)] + [(c, re.compile("|".join(p), re.IGNORECASE)) for c, p in CLASSES.items()]
 
 
 def classify(name: str) -> str:

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from .kernelclass import ORDER, classify
 
-
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # torch.profiler's categories of device-side work
 
 

@@ -31,6 +31,9 @@ def kernel_events(steps: int, device: int = 0) -> list[dict]:
 def test_registry_names_the_engines_kernels():
     c = kernelclass.classify
     assert c("void turbomind::gemm::gemm_kernel<...>") == "int4_gemm"
+    tm = "void turbomind::gemm::gemm_kernel<turbomind::gemm::GemmUniversal<turbomind::arch::Sm80, Operand_A<half>, "
+    assert c(tm + "Operand_B_Pack<turbomind::uint4_t, 1>, half>>(...)") == "int4_gemm"
+    assert c(tm + "Operand_B<half, 1>, half>>(...)") == "gemm"  # TurboMind's fp16 lm_head
     assert c("machete::MacheteKernel<...>") == "int4_gemm"
     assert c("void marlin::Marlin<256, 1, 8, 8, 4, 8>") == "int4_gemm"
     assert c("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn") == "gemm"
