@@ -67,7 +67,7 @@ def _start() -> None:
     import torch  # already imported by the engine: this is a dictionary look-up
 
     acts = [torch.profiler.ProfilerActivity.CPU]
-    if torch.cuda.is_available() and _uses_cuda(torch):
+    if _uses_cuda(torch) and torch.cuda.is_available():
         acts.append(torch.profiler.ProfilerActivity.CUDA)
     prof = torch.profiler.profile(activities=acts)
     prof.start()
