@@ -44,14 +44,14 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
     pred, why = _predicted(table, backend, batch)
     if t is None or not t.steps.steps:
         note = p.error or (t.steps.note if t else "no trace analysed")
-        return [label, p.label, "–", "–", "–", "–", "–", ms(pred), batch, "–", "–", "–", "–", "–", p.overhead_pct,
-                note]
+        return [label, p.label, "–", "–", "–", "–", "–", "–", ms(pred), batch, "–", "–", "–", "–", "–",
+                p.overhead_pct, note]
     s = t.steps
     c = s.class_ms_mean
     rest = sum(c.get(k, 0.0) for k in REST)
     note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", *p.warnings) if x)
     return [label, p.label, f"{t.role} {t.pid}", s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
-            ms(c.get("int4_gemm")), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")), ms(c.get("comm")),
+            ms(c.get("int4_gemm")), ms(s.class_ms_median.get("int4_gemm")), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")), ms(c.get("comm")),
             ms(rest), ms(s.idle_ms_mean), p.overhead_pct, note]
 
 
@@ -62,7 +62,9 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
         doc.h(2, "Measured: GPU time per decode step (profiled passes)")
         doc.p("Each profiled point ran once more after its measured repeats, with torch.profiler (CUPTI kernels, or "
               "CPU ops on a CPU build) started inside the engine's own processes for the capture window; figures "
-              "are means per step over the window (ms) of the process that ran the model. Steps run from one "
+              "are means per step over the window (ms) of the process that ran the model (steps carrying a prefill "
+              "chunk included: their GEMMs run at a larger M; the median step's int4 GEMM is the typical decode "
+              "step's). Steps run from one "
               "anchor kernel (the lm_head GEMM unless profile.anchor names one) to the next. 'int4 GEMM' is "
               "measured; 'predicted' is kernel-bench's graph-replayed time of the engine's backend for every "
               "layer's shapes at M = the point's decode batch (Little's law over its measured repeats). 'other "
@@ -70,7 +72,7 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
               "unclassified; 'idle' is the step minus the union of its kernels: the GPU waiting for the host. "
               "'capture cost' compares output tok/s inside the window with the point's measured steady tok/s.")
         doc.table(["engine", "point", "process", "steps", "step ms (median)", "step ms (mean)", "int4 GEMM ms",
-                   "predicted int4 GEMM ms", "batch", "other GEMM ms", "attention ms", "comm ms",
+                   "int4 GEMM ms (median step)", "predicted int4 GEMM ms", "batch", "other GEMM ms", "attention ms", "comm ms",
                    "other kernels ms", "idle ms", "capture cost %", "notes"],
                   [_row(lb, sv, p, table) for lb, sv, p in profiled])
         for lb, _sv, p in profiled:

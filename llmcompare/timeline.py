@@ -51,6 +51,8 @@ class StepSummary:
     busy_ms_mean: float | None = None  # union of kernel intervals, per step
     idle_ms_mean: float | None = None  # step - busy
     class_ms_mean: dict[str, float] = field(default_factory=dict)  # class -> busy ms per step (mean)
+    # class -> median over steps: the typical decode step (steps carrying a prefill chunk run GEMMs at larger M)
+    class_ms_median: dict[str, float] = field(default_factory=dict)
     window_ms: float = 0.0  # first event's start to last event's end
     busy_ms_total: float = 0.0  # over the whole window, by the union of intervals
     class_ms_total: dict[str, float] = field(default_factory=dict)
@@ -171,6 +173,7 @@ def _steps(s: StepSummary, evs: list[Event], starts: list[float]) -> None:
     s.busy_ms_mean = round(statistics.fmean(busy_ms), 5)
     s.idle_ms_mean = round(s.step_ms_mean - s.busy_ms_mean, 5)
     s.class_ms_mean = {c: round(statistics.fmean(v), 5) for c, v in by_cls.items() if any(v)}
+    s.class_ms_median = {c: round(statistics.median(v), 5) for c, v in by_cls.items() if any(v)}
 
 
 def analyze(path: str | Path, anchor: str | None = None) -> StepSummary:
