@@ -13,6 +13,7 @@ from . import charts, verdict
 from .doc import Doc, fmt
 from .references import references_section
 from .report_kernels import attribution_section, gemm_verbose, kernel_section, served_gemm_section
+from .report_timeline import timeline_section
 from .results import EngineRecord, KernelRun, ResultsReadError, ServeRun, load_run, read_jsonl
 
 
@@ -227,6 +228,7 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
         latency_verdicts(doc, engines, baseline, figures)
         serve_details(doc, out, engines, refs)
         served_gemm_section(doc, engines)
+        timeline_section(doc, engines, kruns)
     if kruns:
         kernel_section(doc, out, kruns, engines)
     if len(engines) > 1 and kruns:

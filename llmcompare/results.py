@@ -29,6 +29,8 @@ from typing import Any
 from .codec import _plain, record
 from .kernelrun import KERNEL_SCHEMA, KernelPoint, KernelRun
 from .prefixcache import PrefixCache
+from .profiles import ProfileRecord
+from .telemetry import TelemetrySummary
 
 __all__ = ["KERNEL_SCHEMA", "KernelPoint", "KernelRun", "record"]
 
@@ -188,6 +190,7 @@ class PointResult:
     warnings: list[str] = field(default_factory=list)
     unfinished: int = 0  # requests not finished when it stopped (never sent, or cut off)
     cut_off: int = 0  # requests in flight when the engine died: not the engine's failures, not its results
+    telemetry: TelemetrySummary | None = None  # GPU power, clocks, memory over the measured run (telemetry.py)
 
     @property
     def key(self) -> LoadKey:
@@ -231,6 +234,7 @@ class EngineRecord:
     tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
     client_idle_loop_lag_p99_ms: float | None = None
     points: list[PointResult] = field(default_factory=list)
+    profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (capture.py), never in points
 
     def point(self, index: int, repeat: int) -> PointResult | None:
         """The last attempt of (index, repeat)."""

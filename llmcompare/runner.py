@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from . import checkpoint, engines, loadgen, metrics, prefixcache, steady, trust
+from . import capture, checkpoint, engines, loadgen, metrics, prefixcache, steady, trust
 from .client import body_template, completion_body
 from .host import host_info
 from .loadgen import LoadPoint, Request
@@ -26,6 +26,7 @@ from .monitor import MetricsSampler
 from .results import PointResult, RunFile, ServeRun, append_jsonl, new_run_dir, now
 from .scenario import Engine, Scenario, ScenarioError, expand
 from .server import ServerError, ServerProcess, free_port, http_get, served_models
+from .telemetry import Telemetry
 from .workload import Prompts, RequestSpec, load_tokenizer
 
 
@@ -66,6 +67,7 @@ class Bench:
     blocks: dict[int, tuple[int, int]]  # stream -> (start, size) in a file dataset
     abort: object = None  # () -> reason the server is gone, or None
     idle_lag_ms: float = 0.0
+    capture: capture.Capture | None = None  # the hook's side of a launched server (profile.points)
 
 
 def stream_id(point: LoadPoint, repeat: int, attempt: int, warm: bool, s: Scenario) -> int:
@@ -144,10 +146,10 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
 
     url = b.req.url.rsplit("/v1/", 1)[0] + "/metrics"
     sampler = MetricsSampler(session, url, b.s.load.metrics_interval_s, time.perf_counter())
-    pr = None
+    pr, tel = None, Telemetry(b.s.profile.telemetry_interval_ms)
     try:
         cache_before = await prefixcache.read(session, url)  # counters: the point's own hits are the difference
-        async with sampler:
+        async with tel, sampler:
             pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness,
                                          seed=b.s.workload.seed + res.index, on_record=save, abort=b.abort,
                                          desc=f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else ""))
@@ -156,6 +158,7 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
         for t, vals in sampler.samples:
             append_jsonl(rf.path(name, "metrics.jsonl"), {**tag, "t_s": round(t, 4), **vals})
         _finish(b, res, pr, saved, sampler)
+        res.telemetry = tel.save(rf.path(name, "telemetry.jsonl.gz"), tag, res.metrics)
         rf.point(name, res)
     return pr
 
@@ -215,6 +218,9 @@ async def _drive(b: Bench, repeats: list[int]) -> None:
         for r in repeats:
             for point in b.plan:
                 await _measure(session, b, point, r)
+        if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
+            await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile, b.abort,
+                                         lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
 
 
 def max_model_len(base_url: str, e: Engine, log_len: int | None = None) -> tuple[int | None, str | None]:
@@ -263,7 +269,7 @@ def run_plan(s: Scenario) -> list[LoadPoint]:
 
 
 def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompts: Prompts,
-           blocks: dict, repeats: list[int], abort=None, log_len: int | None = None) -> None:
+           blocks: dict, repeats: list[int], abort=None, log_len: int | None = None, cap=None) -> None:
     limit, src = max_model_len(base_url, e, log_len)
     rf.engine(e.name, max_model_len=limit, max_model_len_source=src)
     check_lengths(e, limit, src, s, prompts)
@@ -274,7 +280,7 @@ def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, promp
     example = RequestSpec(f"<prompt of {i_len or 'its'} tokens>", i_len or 0, o_len or s.workload.output_lens[0])
     rf.engine(e.name, request_body=completion_body(model, example, req.body))
     plan = run_plan(s)
-    asyncio.run(_drive(Bench(s, rf, e.name, req, prompts, plan, blocks, abort), repeats))
+    asyncio.run(_drive(Bench(s, rf, e.name, req, prompts, plan, blocks, abort, capture=cap), repeats))
 
 
 @contextlib.contextmanager
@@ -290,9 +296,9 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
     if rec.version is None:
         rf.engine(e.name, version=engines.engine_version(e))
     print(f"{e.name}: starting {' '.join(cmd)}", file=sys.stderr)
-    k = engines.kind(e.kind)
-    with ServerProcess(e.name, cmd, log_path, e.host, port, env={x: expand(v) for x, v in e.env.items()},
-                       startup_timeout_s=e.startup_timeout_s) as srv:
+    k, env = engines.kind(e.kind), {x: expand(v) for x, v in e.env.items()}
+    env |= capture.hook_env(bool(s.profile.points), rf.dir / f".{e.name}.capture", env)
+    with ServerProcess(e.name, cmd, log_path, e.host, port, env=env, startup_timeout_s=e.startup_timeout_s) as srv:
         facts = k.read_log(log_path.read_text(errors="replace"))  # raises on a fallback
         name = e.served_model_name or srv.model_ids[0]
         rec = rf.engine(e.name, status="running", pid=srv.proc.pid, ready_s=srv.ready_s, starts=rec.starts + 1,
@@ -311,7 +317,9 @@ def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompt
            repeats: list[int]) -> None:
     """One life of a launched server, running the repeats given."""
     with launched(s, rf, e, model_path) as (srv, name, facts):
-        _bench(s, rf, e, srv.base_url, name, prompts, blocks, repeats, abort=srv.death, log_len=facts.max_model_len)
+        cap = capture.Capture(rf.dir / f".{e.name}.capture", srv.proc.pid) if s.profile.points else None
+        _bench(s, rf, e, srv.base_url, name, prompts, blocks, repeats, abort=srv.death, log_len=facts.max_model_len,
+               cap=cap)
 
 
 def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict) -> None:

@@ -16,6 +16,7 @@ import yaml
 
 from .overrides import merge as _merge
 from .overrides import parse_set  # noqa: F401  (scenario.parse_set is the API)
+from .profilespec import Profile, check_profile
 from .typed import ScenarioError, build
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -189,6 +190,7 @@ class Scenario:
     slo: Slo = field(default_factory=Slo)
     percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 99.0])
     kernel_bench: KernelBench = field(default_factory=KernelBench)
+    profile: Profile = field(default_factory=Profile)  # captured passes and telemetry (profilespec.py)
     references: list[Reference] = field(default_factory=list)
     output_dir: str = "runs"
     tensor_parallel: int = 1  # GPUs each engine shards the model over; engines[i].tensor_parallel overrides it
@@ -337,6 +339,7 @@ def validate(s: Scenario) -> Scenario:
             raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
     check_degree("kernel_bench.tensor_parallel", kb.tensor_parallel)
     kb.tensor_parallel = kb.tensor_parallel or s.tensor_parallel
+    check_profile(s.profile, s.load.concurrency)
     return s
 
 

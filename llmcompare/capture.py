@@ -1,0 +1,238 @@
+"""A profiled pass of a load point: the capture hook on the engine's PYTHONPATH, signalled during one extra pass
+that runs after the point's measured repeats, so no captured window is ever among the point's figures.
+
+Protocol with the hook (profhook/sitecustomize.py), in the directory LLMC_PROFILE_DIR (`.<engine>.capture/` in the
+run directory): each Python process of the server writes pid-<pid>.json; SIGUSR2 goes only to registered pids that
+are alive and in the server's process group (the signal's default action would kill anything else); a process
+answers a start with started-<pid> (or skipped-<pid>: it has not imported torch), a stop with trace-<pid>.json
+and trace-<pid>.meta.json. Traces are gzipped into the run directory as
+<engine>.profile-p<index>.pid<pid>.trace.json.gz and analysed per step (timeline.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import loadgen, steady
+from .profiles import ProfileRecord, TraceFile
+from .results import LoadKey, RunFile, append_jsonl, now
+from .server import ServerError
+from .timeline import analyze
+
+HOOK_DIR = Path(__file__).resolve().parent / "profhook"
+START_WAIT_S = 10.0  # for every signalled process to answer a start
+WRITE_WAIT_S = 300.0  # for traces to be written (a 1-2 s window on a GPU is 50-190 MB of JSON)
+
+
+def hook_env(enabled: bool, work_dir: Path, engine_env: dict[str, str]) -> dict[str, str]:
+    """What the server's environment gets so that the hook loads in each of its Python processes."""
+    if not enabled:
+        return {}
+    if work_dir.exists():
+        shutil.rmtree(work_dir)  # pid files of an earlier life of the server
+    work_dir.mkdir(parents=True)
+    rest = engine_env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    return {"LLMC_PROFILE_DIR": str(work_dir), "PYTHONPATH": os.pathsep.join(p for p in (str(HOOK_DIR), rest) if p)}
+
+
+def role(title: str) -> str:
+    t = title.lower()
+    if "enginecore" in t or "engine_core" in t:
+        return "engine-core"
+    if "worker" in t:
+        return "worker"
+    if " serve" in t or "api_server" in t or "openai" in t:
+        return "api-server"
+    return "other"
+
+
+@dataclass
+class Capture:
+    """The hook's directory and the server's process group (its leader's pid)."""
+
+    dir: Path
+    pgid: int
+
+    def pids(self) -> list[int]:
+        """Registered pids that are alive and still in the server's group."""
+        out = []
+        for f in sorted(self.dir.glob("pid-*.json")):
+            pid = int(f.stem.split("-")[1])
+            try:
+                if os.getpgid(pid) == self.pgid:
+                    out.append(pid)
+            except ProcessLookupError:
+                continue
+        return out
+
+    def _signal(self, pids: list[int]) -> list[int]:
+        sent = []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGUSR2)
+                sent.append(pid)
+            except ProcessLookupError:
+                continue
+        return sent
+
+    async def start(self) -> list[int]:
+        """Starts the capture; the pids that started one (those with torch imported)."""
+        for f in [*self.dir.glob("started-*"), *self.dir.glob("trace-*")]:
+            f.unlink()
+        sent = self._signal(self.pids())
+        deadline = time.monotonic() + START_WAIT_S
+        while time.monotonic() < deadline:
+            answered = {int(f.name.split("-")[1]) for f in self.dir.glob("s*ed-*")}
+            if answered >= set(sent):
+                break
+            await asyncio.sleep(0.02)
+        return [p for p in sent if (self.dir / f"started-{p}").exists()]
+
+    def stop(self, pids: list[int]) -> list[int]:
+        return self._signal(pids)
+
+    def collect(self, rf: RunFile, engine: str, index: int, pids: list[int], anchor: str | None = None
+                ) -> list[TraceFile]:
+        """Waits for each stopped process's trace, gzips it into the run directory and analyses it."""
+        out, deadline = [], time.monotonic() + WRITE_WAIT_S
+        for pid in pids:
+            meta_f = self.dir / f"trace-{pid}.meta.json"
+            while not meta_f.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not meta_f.exists():
+                out.append(TraceFile("", pid, "other", error=f"no trace within {WRITE_WAIT_S:g} s of the stop"))
+                continue
+            meta = json.loads(meta_f.read_text())
+            meta_f.unlink()  # the next pass (another point) waits for its own
+            title = meta.get("title", "")
+            tf = TraceFile("", pid, role(title), title, meta.get("start_unix_s"), meta.get("end_unix_s"),
+                           cuda=meta.get("cuda"), error=meta.get("error"))
+            if meta.get("trace"):
+                src = self.dir / meta["trace"]
+                dst = rf.path(engine, f"profile-p{index}.pid{pid}.trace.json.gz")
+                tf.json_bytes = src.stat().st_size
+                with open(src, "rb") as fi, gzip.open(dst, "wb", compresslevel=6) as fo:
+                    shutil.copyfileobj(fi, fo, 1 << 20)
+                src.unlink()
+                tf.file = dst.name
+                try:
+                    tf.steps = analyze(dst, anchor)
+                except (OSError, ValueError, KeyError) as e:
+                    tf.error = f"analysis failed: {type(e).__name__}: {e}"
+            out.append(tf)
+        return out
+
+
+def point_tok_s(rf: RunFile, engine: str, index: int) -> tuple[float | None, str | None]:
+    """The point's measured repeats: median of steady-state (else whole-point) output tok/s of the usable ones
+    (of any with figures when none is usable, and then a warning says so)."""
+    pts = [p for p in rf.run.engines[engine].points if p.index == index and p.metrics and p.metrics.completed]
+    usable = [p for p in pts if p.usable]
+    vals = [p.steady.output_throughput if p.steady else p.metrics.output_throughput for p in usable or pts]
+    warn = None if usable or not pts else "no measured repeat of the point is usable: the capture's cost is " \
+        "against untrusted repeats"
+    return (statistics.median(vals) if vals else None), warn
+
+
+async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, plan: list,
+                         profile, abort, specs_for) -> None:
+    """A profiled pass of every point of `plan` whose concurrency profile.points lists, as many requests as its
+    last measured repeat sent; specs_for(point, n): the pass's own prompts."""
+    for point in plan:
+        if point.key.concurrency in profile.points:
+            n = max(p.num_prompts for p in rf.run.engines[engine].points if p.index == point.index)
+            await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
+                                profile.seconds, abort, profile.anchor)
+
+
+async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
+                        key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None
+                        ) -> ProfileRecord:
+    """One extra pass of the point with a capture of `seconds` once its first c requests have finished."""
+    rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
+                        output_len=key.output_len, started_at=now(), requests=len(specs))
+    profiles = rf.run.engines[engine].profiles
+    profiles.append(rec)
+    rf.save()
+    done, window, started = [0], [], []
+
+    def on_record(r) -> None:
+        done[0] += 1
+        append_jsonl(rf.path(engine, "profile.requests.jsonl"), {"point": index, "label": key.label, **r.to_json()})
+
+    async def control() -> None:
+        while done[0] < (key.concurrency or 1):
+            await asyncio.sleep(0.02)
+        window.append(time.perf_counter() - t0)
+        started.extend(await cap.start())
+        await asyncio.sleep(seconds)
+        cap.stop(started)
+        window.append(time.perf_counter() - t0)
+        started.clear()
+
+    t0 = time.perf_counter()
+    ctl = asyncio.create_task(control())
+    try:
+        pr = await loadgen.run_point(session, req, key, specs, on_record=on_record, abort=abort,
+                                     desc=f"{engine} {key.label} (profiled)")
+    finally:
+        ctl.cancel()
+        await asyncio.gather(ctl, return_exceptions=True)
+        if started:  # the pass ended (or was interrupted) inside the window: stop it now
+            cap.stop(started)
+            window.append(time.perf_counter() - t0)
+            rec.warnings.append("the pass ended before the capture window did: the window was cut short")
+    if pr.abort_reason:
+        rec.status, rec.error = "failed", pr.abort_reason
+        rf.save()
+        raise ServerError(pr.abort_reason)
+    point, warn = point_tok_s(rf, engine, index)
+    rec.warnings += [warn] if warn else []
+    _figures(rec, pr, window, point)
+    rec.traces = cap.collect(rf, engine, index, _answered(cap), anchor) if len(window) == 2 else []
+    rec.status = "complete" if rec.traces and not rec.error else "failed"
+    if not rec.traces and not rec.error:
+        rec.error = "no process answered the capture signal (is torch imported in the server's processes?)"
+    rf.save()
+    _say(engine, rec)
+    return rec
+
+
+def _answered(cap: Capture) -> list[int]:
+    return sorted(int(f.name.split("-")[1]) for f in cap.dir.glob("started-*"))
+
+
+def _figures(rec: ProfileRecord, pr, window: list[float], point: float | None) -> None:
+    done = [r for r in pr.records if r.success]
+    if pr.duration_s > 0:
+        rec.pass_output_tok_s = round(sum(r.output_tokens or 0 for r in done) / pr.duration_s, 3)
+    if len(window) != 2:
+        rec.error = (f"the pass ended before its first {rec.concurrency} requests finished: nothing was "
+                     "captured; send more requests (workload.prompts_per_concurrency)")
+        return
+    rec.window_s = [round(w, 4) for w in window]
+    span = window[1] - window[0]
+    rec.window_output_tok_s = round(steady.tokens_between(pr.records, *window) / span, 3) if span > 0 else None
+    rec.point_output_tok_s = point
+    if point and rec.window_output_tok_s is not None:
+        rec.overhead_pct = round(100.0 * (1.0 - rec.window_output_tok_s / point), 2)
+
+
+def _say(engine: str, rec: ProfileRecord) -> None:
+    if rec.error:
+        print(f"warning: {engine} {rec.label} profiled pass: {rec.error}", file=sys.stderr)
+        return
+    files = ", ".join(f"{t.file} ({t.role})" for t in rec.traces if t.file)
+    oh = f"{rec.overhead_pct:+.1f}%" if rec.overhead_pct is not None else "n/a"
+    print(f"{engine} {rec.label} profiled: {rec.window_output_tok_s} tok/s in the window (capture cost {oh}); "
+          f"traces: {files}", file=sys.stderr)

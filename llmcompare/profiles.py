@@ -1,0 +1,45 @@
+"""Records of a profiled pass (run.json, EngineRecord.profiles): the capture window, its traces, their per-step
+analysis, and the throughput with and without capture. Written by capture.py, read by report_timeline.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .timeline import StepSummary
+
+
+@dataclass
+class TraceFile:
+    file: str  # in the run directory, gzipped Chrome trace
+    pid: int
+    role: str  # api-server | engine-core | worker | other (from the process title)
+    title: str = ""  # the process's command line / title (vLLM's children: "VLLM::EngineCore")
+    start_unix_s: float | None = None  # the capture window in this process
+    end_unix_s: float | None = None
+    json_bytes: int = 0  # before compression
+    cuda: bool | None = None  # whether CUDA kernels were asked for (the process used CUDA; see the hook)
+    steps: StepSummary | None = None  # timeline.py's analysis
+    error: str | None = None
+
+
+@dataclass
+class ProfileRecord:
+    """One extra pass of a load point, run after its measured repeats, during which the capture ran; its figures
+    are never among the point's."""
+
+    index: int = 0  # the load point's index in the plan
+    label: str = ""
+    concurrency: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    started_at: str | None = None
+    status: str = "running"  # running | complete | failed
+    error: str | None = None
+    window_s: list[float] = field(default_factory=list)  # [start, end], seconds from the pass's start
+    window_output_tok_s: float | None = None  # output tokens whose chunks arrived inside the capture window / its length
+    pass_output_tok_s: float | None = None  # the whole pass
+    point_output_tok_s: float | None = None  # the point's measured repeats: median steady (else whole-point) tok/s
+    overhead_pct: float | None = None  # 100 * (1 - window / point)
+    requests: int = 0
+    traces: list[TraceFile] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,110 @@
+"""Report sections from the profiled passes (capture.py, timeline.py) and GPU telemetry (telemetry.py): where each
+engine's GPU time goes per decode step, measured, beside what kernel-bench's table predicts for its int4 GEMMs at
+the point's batch; and energy per output token. Reads saved files only."""
+
+from __future__ import annotations
+
+from .attribution import KernelTable, engine_backend, point_profile
+from .doc import Doc
+from .kernelclass import ORDER
+from .profiles import ProfileRecord, TraceFile
+from .results import KernelRun
+
+REST = ("norm_act", "sampling", "copy", "other")  # "other kernels" of the table
+
+
+def ms(v: float | None) -> str:
+    """ms per step to the µs (decode steps are a few to tens of ms; idle and small classes are tenths)."""
+    return "–" if v is None else f"{v:.3f}"
+
+
+def _main_trace(p: ProfileRecord) -> TraceFile | None:
+    """The process that ran the model: the one with the most analysed kernels (ops on a CPU build)."""
+    ok = [t for t in p.traces if t.steps and t.steps.events]
+    return max(ok, key=lambda t: t.steps.events) if ok else None
+
+
+def _predicted(table: KernelTable | None, backend: str | None, batch: float | None) -> tuple[float | None, str]:
+    """kernel-bench's int4 GEMM ms per decode step at M = batch (every layer's shapes; lm_head apart)."""
+    if table is None:
+        return None, "no kernel-bench run given"
+    if not backend or not table.has(backend):
+        return None, f"the kernel run has no {backend or 'known'} backend"
+    if not batch:
+        return None, "no batch (no measured repeat with figures)"
+    return table.layers * sum(table.gemm_us(backend, s["name"], batch) for s in table.shapes) / 1000.0, ""
+
+
+def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
+    t = _main_trace(p)
+    pts = [x for x in sv.rec.points if x.index == p.index and x.metrics and x.metrics.completed]
+    usable = [x for x in pts if x.usable] or pts
+    batch = point_profile(usable).batch if usable else None
+    backend, _ = engine_backend(sv.rec, sv.scenario_engine)
+    pred, why = _predicted(table, backend, batch)
+    if t is None or not t.steps.steps:
+        note = p.error or (t.steps.note if t else "no trace analysed")
+        return [label, p.label, "–", "–", "–", "–", "–", "–", ms(pred), batch, "–", "–", "–", "–", "–",
+                p.overhead_pct, note]
+    s = t.steps
+    c = s.class_ms_mean
+    rest = sum(c.get(k, 0.0) for k in REST)
+    note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", *p.warnings) if x)
+    return [label, p.label, f"{t.role} {t.pid}", s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
+            ms(c.get("int4_gemm")), ms(s.class_ms_median.get("int4_gemm")), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")), ms(c.get("comm")),
+            ms(rest), ms(s.idle_ms_mean), p.overhead_pct, note]
+
+
+def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
+    profiled = [(lb, sv, p) for lb, sv in engines.items() for p in sv.rec.profiles]
+    if profiled:
+        table = KernelTable.from_run(kruns[-1]) if kruns else None
+        doc.h(2, "Measured: GPU time per decode step (profiled passes)")
+        doc.p("Each profiled point ran once more after its measured repeats, with torch.profiler (CUPTI kernels, or "
+              "CPU ops on a CPU build) started inside the engine's own processes for the capture window; figures "
+              "are means per step over the window (ms) of the process that ran the model (steps carrying a prefill "
+              "chunk included: their GEMMs run at a larger M; the median step's int4 GEMM is the typical decode "
+              "step's). Steps run from one "
+              "anchor kernel (the lm_head GEMM unless profile.anchor names one) to the next. 'int4 GEMM' is "
+              "measured; 'predicted' is kernel-bench's graph-replayed time of the engine's backend for every "
+              "layer's shapes at M = the point's decode batch (Little's law over its measured repeats). 'other "
+              "GEMM' holds the lm_head; 'other kernels' are norms, activations, rotary, sampling, copies and the "
+              "unclassified; 'idle' is the step minus the union of its kernels: the GPU waiting for the host. "
+              "'capture cost' compares output tok/s inside the window with the point's measured steady tok/s.")
+        doc.table(["engine", "point", "process", "steps", "step ms (median)", "step ms (mean)", "int4 GEMM ms",
+                   "int4 GEMM ms (median step)", "predicted int4 GEMM ms", "batch", "other GEMM ms", "attention ms", "comm ms",
+                   "other kernels ms", "idle ms", "capture cost %", "notes"],
+                  [_row(lb, sv, p, table) for lb, sv, p in profiled])
+        for lb, _sv, p in profiled:
+            t = _main_trace(p)
+            if t and t.steps.top_kernels:
+                doc.p(f"{lb} {p.label}: top kernels of {t.file} (of {len(p.traces)} traces; anchor "
+                      f"{t.steps.anchor!r}): " + "; ".join(f"{k['name'][:80]} [{k['class']}] {k['count']}x "
+                                                         f"{k['ms']:.2f} ms" for k in t.steps.top_kernels[:6]))
+        doc.p("Classes: " + ", ".join(ORDER) + " (llmcompare/kernelclass.py).")
+    telemetry_section(doc, engines)
+
+
+def telemetry_section(doc: Doc, engines: dict) -> None:
+    rows, missing = [], set()
+    for lb, sv in engines.items():
+        for p in sv.rec.points:
+            t = p.telemetry
+            if t is None:
+                continue
+            if not t.available:
+                missing.add(t.why_not or "unavailable")
+                continue
+            tok_s = p.metrics.output_throughput if p.metrics else None
+            rows.append([lb, p.label, p.repeat + 1, p.status, tok_s, t.mean_power_w, t.energy_j, t.j_per_output_token,
+                         t.sm_clock_mhz_mean, t.sm_clock_mhz_min, t.memory_used_mib_max])
+    if not rows and not missing:
+        return
+    doc.h(2, "GPU telemetry: power, clocks and energy per output token")
+    if rows:
+        doc.p("nvidia-smi sampled during each measured run (every GPU of the host, summed); energy = power "
+              "integrated over the samples; J/token = energy / the point's output tokens.")
+        doc.table(["engine", "point", "repeat", "status", "output tok/s", "mean power W", "energy J", "J/token",
+                   "SM clock MHz (mean)", "SM clock MHz (min)", "memory MiB (max)"], rows)
+    if missing:
+        doc.p("Telemetry unavailable for some points: " + "; ".join(sorted(missing)) + ".")

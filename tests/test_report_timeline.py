@@ -1,0 +1,52 @@
+"""The report's per-step table (report_timeline.py): measured int4 GEMM per step beside kernel-bench's prediction
+at the point's batch, the rest named with numbers; telemetry rows and the 'unavailable' line."""
+
+import pytest
+from test_attribution import table
+from test_timeline import kernel_events
+
+from llmcompare import report_timeline as R
+from llmcompare import timeline
+from llmcompare.doc import Doc
+from llmcompare.profiles import ProfileRecord, TraceFile
+from llmcompare.report import Served
+from llmcompare.results import EngineRecord, Metrics, PointResult, ServeRun
+from llmcompare.telemetry import TelemetrySummary
+
+
+def served(telemetry: TelemetrySummary | None = None) -> Served:
+    # 4 req/s, 0.9 s decoding each: batch 3.6 (Little's law)
+    m = Metrics(completed=8, total_output_tokens=80, total_input_tokens=160, duration_s=2.0, output_throughput=40.0,
+                request_throughput=4.0, stats={"mean_e2el_ms": 1000.0, "mean_ttft_ms": 100.0})
+    pt = PointResult(index=0, concurrency=4, status="complete", metrics=m, telemetry=telemetry)
+    steps = timeline.summarize(*timeline.events({"traceEvents": kernel_events(5)}))
+    prof = ProfileRecord(index=0, label="c=4", concurrency=4, status="complete", overhead_pct=3.5,
+                         traces=[TraceFile("e.profile-p0.pid9.trace.json.gz", 9, "api-server", steps=steps),
+                                 TraceFile("e.profile-p0.pid7.trace.json.gz", 7, "other",
+                                           steps=timeline.StepSummary())])
+    rec = EngineRecord(name="tm", kind="lmdeploy", points=[pt], profiles=[prof])
+    return Served("tm", rec, ServeRun(), {"gemm_backend": "fast"})
+
+
+def test_row_puts_measured_int4_gemm_beside_the_prediction_at_the_batch():
+    row = R._row("tm", served(), served().rec.profiles[0], table())
+    (eng, point, proc, steps, med, mean, int4, int4_med, pred, batch, gemm, attn, comm, rest, idle, cost, note) = row
+    assert (eng, point, proc, steps) == ("tm", "c=4", "api-server 9", 4)
+    assert int4 == int4_med == "0.045"  # 3 layers x (10 + 5) µs, measured from the trace
+    assert pred == "0.040"  # the table's 2 layers x 2 shapes x 10 µs ("fast" at M = 3.6)
+    assert batch == pytest.approx(3.6) and gemm == "0.030" and attn == "0.060" and comm == "–"
+    assert rest == f"{(5 * 3 + 4 + 1) / 1000:.3f}" and idle == "0.050" and cost == 3.5 and note == ""
+
+
+def test_section_renders_steps_and_telemetry():
+    doc = Doc()
+    tel = TelemetrySummary(available=True, samples=10, gpus=[0], duration_s=2.0, mean_power_w=500.0,
+                           energy_j=1000.0, j_per_output_token=12.5, sm_clock_mhz_mean=1900.0, sm_clock_mhz_min=1755)
+    R.timeline_section(doc, {"tm": served(tel)}, [])
+    md = doc.markdown()
+    assert "## Measured: GPU time per decode step" in md and "no kernel-bench run given" in md
+    assert "| tm | c=4 | api-server 9 | 4 |" in md and "sm90_xmma_gemm_f16f16_f32" in md
+    assert "## GPU telemetry" in md and "| 12.5 |" in md
+    doc = Doc()
+    R.timeline_section(doc, {"tm": served(TelemetrySummary(why_not="nvidia-smi not on PATH"))}, [])
+    assert "Telemetry unavailable for some points: nvidia-smi not on PATH." in doc.markdown()

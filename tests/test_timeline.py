@@ -1,0 +1,103 @@
+"""Per-step analysis of a Chrome trace (timeline.py) and the kernel class registry, on small synthetic traces
+built here (a parser test: the real traces come from test_profile.py on vLLM's CPU build and from the H200)."""
+
+import gzip
+import json
+
+import pytest
+
+from llmcompare import kernelclass, timeline
+
+LAYERS = 3
+# one decode step: per layer qkv (int4), attention, norm, o (int4), silu, gate_up/down (int4); then lm_head
+# (cuBLAS), then sampling; gaps between steps are the host's
+LAYER = [("turbomind::gemm::gemm_kernel<qkv>", 10.0), ("flash_fwd_splitkv_kernel", 20.0),
+         ("rms_norm_kernel", 2.0), ("turbomind::gemm::gemm_kernel<o>", 5.0), ("silu_and_mul_kernel", 3.0)]
+HEAD = [("sm90_xmma_gemm_f16f16_f32", 30.0), ("argmax_kernel", 4.0), ("Memcpy DtoH (Device -> Pinned)", 1.0)]
+IDLE_US = 50.0  # per step, after sampling
+
+
+def kernel_events(steps: int, device: int = 0) -> list[dict]:
+    evs, t = [], 1000.0
+    for _ in range(steps):
+        for name, dur in [*LAYER * LAYERS, *HEAD]:
+            evs.append({"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": 7, "ts": t, "dur": dur})
+            t += dur
+        evs[-1]["cat"] = "gpu_memcpy"  # torch.profiler's category of a copy
+        t += IDLE_US
+    return evs
+
+
+def test_registry_names_the_engines_kernels():
+    c = kernelclass.classify
+    assert c("void turbomind::gemm::gemm_kernel<...>") == "int4_gemm"
+    tm = "void turbomind::gemm::gemm_kernel<turbomind::gemm::GemmUniversal<turbomind::arch::Sm80, Operand_A<half>, "
+    assert c(tm + "Operand_B_Pack<turbomind::uint4_t, 1>, half>>(...)") == "int4_gemm"
+    assert c(tm + "Operand_B<half, 1>, half>>(...)") == "gemm"  # TurboMind's fp16 lm_head
+    assert c("machete::MacheteKernel<...>") == "int4_gemm"
+    assert c("void marlin::Marlin<256, 1, 8, 8, 4, 8>") == "int4_gemm"
+    assert c("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn") == "gemm"
+    assert c("nvjet_hsh_128x256_64x4_2x1_v_bz_coopB_TNN") == "gemm"
+    assert c("void flash_fwd_splitkv_kernel<...>") == "attention"
+    assert c("void vllm::paged_attention_v2_kernel<...>") == "attention"
+    assert c("ncclDevKernel_AllReduce_Sum_f16_RING_LL") == "comm"
+    assert c("void vllm::fused_add_rms_norm_kernel<...>") == "norm_act"
+    assert c("void at::native::vectorized_elementwise_kernel<...>") == "norm_act"
+    assert c("void vllm::reshape_and_cache_flash_kernel<...>") == "attention"  # the KV-cache write
+    assert c("Memcpy HtoD (Pinned -> Device)") == "copy"
+    assert c("argmax_kernel") == "sampling"
+    assert c("aten::linear") == "gemm" and c("aten::mm") == "gemm"
+    assert c("some_unknown_thing") == "other"
+    with pytest.raises(ValueError, match="valid: int4_gemm, comm"):
+        kernelclass.check_class("profile.x", "bogus")
+
+
+def test_steps_busy_by_class_and_idle_from_a_synthetic_gpu_trace(tmp_path):
+    steps = 6
+    trace = {"traceEvents": [*kernel_events(steps), *kernel_events(steps, device=1),
+                             {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}
+    f = tmp_path / "t.trace.json.gz"
+    with gzip.open(f, "wt") as fo:
+        json.dump(trace, fo)
+    s = timeline.analyze(f)
+    assert s.source == "gpu" and s.events == steps * (len(LAYER) * LAYERS + len(HEAD))  # device 0 only
+    assert s.anchor == "sm90_xmma_gemm_f16f16_f32"  # the lm_head ends... and so marks each step
+    assert s.steps == steps - 1  # from one lm_head to the next; the part after the last one is dropped
+    busy_us = sum(d for _, d in LAYER) * LAYERS + sum(d for _, d in HEAD)
+    assert s.step_ms_median == pytest.approx((busy_us + IDLE_US) / 1000)
+    assert s.busy_ms_mean == pytest.approx(busy_us / 1000)
+    assert s.idle_ms_mean == pytest.approx(IDLE_US / 1000)
+    assert s.class_ms_mean["int4_gemm"] == pytest.approx(15.0 * LAYERS / 1000)
+    assert s.class_ms_mean["attention"] == pytest.approx(20.0 * LAYERS / 1000)
+    assert s.class_ms_mean["norm_act"] == pytest.approx(5.0 * LAYERS / 1000)
+    assert s.class_ms_mean["gemm"] == pytest.approx(0.030)
+    assert s.class_ms_mean["sampling"] == pytest.approx(0.004) and s.class_ms_mean["copy"] == pytest.approx(0.001)
+    assert sum(s.class_ms_mean.values()) + s.idle_ms_mean == pytest.approx(s.step_ms_mean)
+    assert s.top_kernels[0]["class"] == "attention"
+
+
+def test_overlapping_streams_count_once_in_busy_and_anchor_can_be_named():
+    evs = kernel_events(4)
+    # a second stream's kernel under an attention kernel of the second decode step (the first counted one: steps
+    # run from one argmax to the next): busy unchanged, its class time added
+    a = [e for e in evs if e["name"].startswith("flash")][LAYERS]
+    evs.append({**a, "tid": 9, "name": "ncclDevKernel_AllReduce", "dur": a["dur"] / 2})
+    s = timeline.summarize(*timeline.events({"traceEvents": evs}), anchor="argmax")
+    assert s.anchor == "argmax" and s.steps == 3
+    busy_us = sum(d for _, d in LAYER) * LAYERS + sum(d for _, d in HEAD)
+    assert s.busy_ms_mean == pytest.approx(busy_us / 1000)
+    assert s.class_ms_mean["comm"] == pytest.approx(a["dur"] / 2 / 1000 / 3, abs=1e-5)  # rounded to 10 ns
+
+
+def test_cpu_trace_uses_outermost_ops_and_finds_steps_without_a_gemm():
+    evs, t = [], 0.0
+    for _ in range(5):  # aten::linear holds aten::addmm: only the outer one counts
+        evs += [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 5, "tid": 5, "ts": t, "dur": 100},
+                {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 5, "tid": 5, "ts": t + 1, "dur": 90},
+                {"ph": "X", "cat": "cpu_op", "name": "aten::argmax", "pid": 5, "tid": 5, "ts": t + 120, "dur": 10}]
+        t += 200
+    s = timeline.summarize(*timeline.events({"traceEvents": evs}))
+    assert s.source == "cpu" and s.events == 10 and s.anchor == "aten::linear" and s.steps == 4
+    assert s.class_ms_mean == {"gemm": 0.1, "sampling": 0.01} and s.idle_ms_mean == pytest.approx(0.09)
+    empty = timeline.summarize(*timeline.events({"traceEvents": []}))
+    assert empty.steps == 0 and "no kernel" in empty.note
