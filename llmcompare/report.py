@@ -9,7 +9,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, verdict
+from . import charts, report_map, verdict
 from .doc import Doc, fmt
 from .references import references_section
 from .report_kernels import attribution_section, gemm_verbose, kernel_section, served_gemm_section
@@ -213,6 +213,8 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
     for r in refs:
         r["chart_points"] = [(p["x"], p["y"]) for p in r["points"]]
     gaps = verdict_section(doc, out, engines, baseline, figures) if len(engines) > 1 else {}
+    if len(engines) > 1:
+        report_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures)
     if engines:
         latency_verdicts(doc, engines, baseline, figures)
         serve_details(doc, out, engines, refs)
