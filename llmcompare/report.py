@@ -12,6 +12,7 @@ from pathlib import Path
 from . import charts, report_map, verdict
 from .doc import Doc, fmt
 from .references import references_section
+from .report_capacity import capacity_section
 from .report_kernels import attribution_section, gemm_verbose, kernel_section, served_gemm_section
 from .results import EngineRecord, KernelRun, ResultsReadError, ServeRun, load_run, read_jsonl
 
@@ -216,6 +217,7 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
     if len(engines) > 1:
         report_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures)
     if engines:
+        capacity_section(doc, engines)
         latency_verdicts(doc, engines, baseline, figures)
         serve_details(doc, out, engines, refs)
         served_gemm_section(doc, engines)

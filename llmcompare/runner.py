@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from . import campaign, checkpoint, engines, loadgen, metrics, steady, trust
+from . import campaign, capacity, checkpoint, engines, loadgen, metrics, steady, trust
 from .campaign import Campaign
 from .client import body_template, completion_body
 from .host import host_info
@@ -222,6 +222,8 @@ async def _drive(b: Bench, repeats: list[int]) -> None:
             for point in b.plan:
                 if b.todo is None or (point.index, r) in b.todo:
                     await _measure(session, b, point, r)
+        if b.s.load.capacity:  # after the plan's points: the request-rate search (capacity.py)
+            await capacity.search(b, lambda point, r: _measure(session, b, point, r))
 
 
 def run_plan(s: Scenario) -> list[LoadPoint]:
@@ -287,7 +289,7 @@ def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompt
 
 def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, camp: Campaign) -> None:
     repeats = camp.repeats(e.name)  # those with a cell to do
-    if not repeats:
+    if not repeats and not s.load.capacity:
         print(f"{e.name}: every cell is done already", file=sys.stderr)
         rf.engine(e.name, status="complete")
         return
