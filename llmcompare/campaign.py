@@ -211,6 +211,9 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     if n_rough:
         line += (f"; rough: {ROUGH_TPOT_S * 1000:.0f} ms per output token, prompts at "
                  f"{ROUGH_PREFILL_TOK_PER_S:,.0f} tok/s, warm-ups not counted")
+    if s.load.capacity:
+        line += (f"; then per engine a capacity search of up to {s.load.capacity.max_probes} probes x "
+                 f"{s.load.repeats} repeat(s), not in this estimate")
     return prog, line
 
 
