@@ -231,22 +231,30 @@ def resume_note(saved: ServeRun, argv: list[str], todo: dict, host: dict) -> dic
 # ---- opening the run -------------------------------------------------------------------------------------------
 def saved_run(run_dir: str, s: Scenario) -> ServeRun:
     """The run to resume, read from its files and checked against the scenario."""
-    from .results import load_run
+    from .results import ResultsReadError, load_run
 
-    run = load_run(run_dir)
+    try:
+        run = load_run(run_dir)
+    except ResultsReadError as e:
+        raise ScenarioError(f"--resume {run_dir}: {e}") from None
     if not isinstance(run, ServeRun):
         raise ScenarioError(f"--resume {run_dir}: a kernel-bench run; only serve-bench runs can be resumed")
     resume_check(s, run, run_dir)
     return run
 
 
-def reopen(saved: ServeRun, argv: list[str], todo: dict, host: dict):
-    """The run file of a resumed run: the same directory, marked running again, the resume recorded."""
+def reopen(saved: ServeRun, argv: list[str], todo: dict, host: dict, scenario: dict):
+    """The run file of a resumed run: the same directory, marked running again, the resume recorded; its
+    scenario becomes the one resumed with (it may add cells), the grid axes it had are kept in the note."""
     from pathlib import Path
 
     from .results import RunFile
 
-    saved.resumed.append(resume_note(saved, argv, todo, host))
+    note = resume_note(saved, argv, todo, host)
+    note["axes_before"] = {f"{a}.{b}": (saved.scenario.get(a) or {}).get(b) for a, b in sorted(GROWABLE)}
+    note["engines_before"] = [e.get("name") for e in saved.scenario.get("engines", [])]
+    saved.resumed.append(note)
+    saved.scenario = scenario
     saved.status, saved.error, saved.finished_at = "running", None, None
     for name, cells in todo.items():
         if cells and name in saved.engines:

@@ -334,7 +334,7 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
     cfg = Path(model_path) / "config.json"
     host = host_info(max(e.tensor_parallel or 1 for e in chosen))
     if saved:
-        rf = campaign.reopen(saved, argv, camp.todo, host)
+        rf = campaign.reopen(saved, argv, camp.todo, host, s.to_dict())
     else:
         rf = RunFile(new_run_dir(s.output_dir, s.name), ServeRun(
             created_at=now(), argv=argv, host=host, scenario=s.to_dict(),

@@ -100,3 +100,12 @@ def test_the_estimate_uses_the_runs_measured_durations(capsys):
     prog.cell_done(*rough_key, took_s=2 * g)
     assert prog.left_s() == pytest.approx(2 * (before - g) - sum(g for g, m in prog.guess_s.values() if m))
     assert "progress: 1 of 8 cells done" in capsys.readouterr().err
+
+
+def test_resume_errors_name_the_flag(tmp_path, capsys):
+    from llmcompare import cli
+
+    with pytest.raises(ScenarioError, match=r"--resume .*nothing: .*no run.json here"):
+        campaign.saved_run(str(tmp_path / "nothing"), scenario())
+    assert cli.main(["serve-bench", "demo", "--redo", "all"]) == 2
+    assert "--redo all: it re-measures cells of a run being resumed; give --resume RUN_DIR" in capsys.readouterr().err

@@ -52,6 +52,8 @@ def test_an_interrupted_run_resumes_and_adds_a_point(tmp_path, vllm_py, tiny_mod
     assert "progress: 1 of 2 cells done" in p.stderr and "progress: 2 of 2 cells done" in p.stderr
     run = json.loads((d / "run.json").read_text())
     assert run["status"] == "complete" and len(run["resumed"]) == 1 and "--resume" in run["resumed"][0]["argv"]
+    assert run["scenario"]["load"]["concurrency"] == [1, 4, 2]
+    assert run["resumed"][0]["axes_before"]["load.concurrency"] == [1, 4]
     eng = run["engines"]["vllm-cpu"]
     assert eng["points"][:len(before)] == before  # c=1 finished before the cut: not measured again, untouched
     assert eng["starts"] == 2 and eng["status"] == "complete" and group_gone(eng["pid"])
