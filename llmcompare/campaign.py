@@ -174,7 +174,9 @@ class Progress:
 
     def cell_done(self, engine: str, index: int, repeat: int, took_s: float) -> None:
         g = self.guess_s.pop((engine, index, repeat), None)
-        if g and not g[1]:
+        if g is None:  # not a planned cell (a capacity probe: the search says its own progress)
+            return
+        if not g[1]:
             self.rough_done_s, self.rough_took_s = self.rough_done_s + g[0], self.rough_took_s + took_s
         self.done += 1
         print(f"progress: {self.done} of {self.done + len(self.guess_s)} cells done, {_hms(time.monotonic() - self.t0)}"
