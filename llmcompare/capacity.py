@@ -116,9 +116,9 @@ class Result:
 
     def text(self) -> str:
         if self.lo is None:
-            return f"below {self.hi:g} req/s (the lowest probe failed)"
+            return f"below {self.hi:.3g} req/s (the lowest probe failed)"
         if self.hi is None:
-            return f"at least {self.lo:g} req/s (the highest probe passed)"
+            return f"at least {self.lo:.3g} req/s (the highest probe passed)"
         return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] req/s"
 
 

@@ -24,14 +24,16 @@ def capacity_section(doc: Doc, engines: dict) -> list[str]:
             continue
         res = capacity.assess(probes)
         said.append(f"At {capacity.slo_text(slo, q)}, {sv.title} holds {res.text()}" +
-                    (f" (bracket: passes at {res.lo:g}, fails at {res.hi:g} req/s; {len(probes)} probes)."
+                    (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {len(probes)} probes)."
                      if res.lo is not None and res.hi is not None else f" ({len(probes)} probes)."))
-        rows += [[lb, p.rate, len(p.ratios), p.mean, "passes" if p.passed else "fails",
+        rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
                   ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
     if said:
         doc.h(2, "Capacity: the highest request rate that meets the SLOs")
         for s in said:
             doc.p(s)
         doc.table(["engine", "rate req/s", "repeats", "worst SLO ratio (mean)", "probe", "per repeat"], rows)
-        doc.p("How: " + " ".join(capacity.__doc__.split("Capacity and its interval", 1)[1].split()))
+        how = capacity.__doc__.split("Capacity and its interval", 1)[1].split(":", 1)[1]
+        doc.p("How (llmcompare/capacity.py): a probe passes when no request failed and the worst SLO ratio R (max "
+              "over the SLOs of percentile / limit), averaged over its repeats, is below 1. " + " ".join(how.split()))
     return said
