@@ -54,4 +54,4 @@ def test_capacity_search_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
     assert m, md[:3000]
     est, low, high, b_lo, b_hi = map(float, m.groups())
     assert (b_lo, b_hi) == (pytest.approx(lo, rel=5e-3), pytest.approx(hi, rel=5e-3))  # printed to 3 digits
-    assert lo <= low <= est <= high <= hi
+    assert lo - 0.006 <= low <= est <= high <= hi + 0.006  # printed to 2 decimals
