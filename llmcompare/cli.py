@@ -31,6 +31,8 @@ def cmd_serve_bench(a: argparse.Namespace) -> int:
     from . import runner, scenario
 
     s = scenario.load(a.scenario, _overrides(a))
+    if a.redo and not a.resume:
+        raise ScenarioError(f"--redo {a.redo}: it re-measures cells of a run being resumed; give --resume RUN_DIR")
     from .envs import require
 
     require(s.engines, a.engines)  # each `venv` is set up, before anything starts
@@ -38,7 +40,7 @@ def cmd_serve_bench(a: argparse.Namespace) -> int:
 
     preflight(s, a.engines)  # everything else that can be checked before a model is made or a server started
     try:
-        run_dir = runner.serve_bench(s, sys.argv, a.engines)
+        run_dir = runner.serve_bench(s, sys.argv, a.engines, a.resume, a.redo)
     except runner.RunFailed as e:
         print(f"error: {e}\nresults so far: {e.run_dir}", file=sys.stderr)
         return 1
@@ -103,6 +105,8 @@ def parser() -> argparse.ArgumentParser:
     sb.add_argument("--concurrency", type=int, nargs="+", help="concurrency sweep (replaces load.*)")
     sb.add_argument("--output-dir", help="where run directories go (output_dir)")
     sb.add_argument("--set", nargs="+", metavar="KEY=VALUE", help="any scenario field, e.g. load.warmup_requests=0")
+    sb.add_argument("--resume", metavar="RUN_DIR", help="continue this run: skip its finished cells, append to it")
+    sb.add_argument("--redo", choices=["untrusted", "all"], help="with --resume: measure these finished cells again")
     sb.set_defaults(func=cmd_serve_bench)
 
     kb = sub.add_parser("kernel-bench", help="time each engine's int4 GEMM on the model's shapes")

@@ -9,9 +9,10 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import charts, verdict
+from . import charts, report_map, verdict
 from .doc import Doc, fmt
 from .references import references_section
+from .report_capacity import capacity_section
 from .report_kernels import attribution_section, gemm_verbose, kernel_section, served_gemm_section
 from .report_timeline import timeline_section
 from .results import EngineRecord, KernelRun, ResultsReadError, ServeRun, load_run, read_jsonl
@@ -224,7 +225,10 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
     for r in refs:
         r["chart_points"] = [(p["x"], p["y"]) for p in r["points"]]
     gaps = verdict_section(doc, out, engines, baseline, figures) if len(engines) > 1 else {}
+    if len(engines) > 1:
+        report_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures)
     if engines:
+        capacity_section(doc, engines)
         latency_verdicts(doc, engines, baseline, figures)
         serve_details(doc, out, engines, refs)
         served_gemm_section(doc, engines)

@@ -253,6 +253,7 @@ class ServeRun:
     scenario: dict = field(default_factory=dict)  # the scenario as run, every field
     model_config: dict | None = None
     engines: dict[str, EngineRecord] = field(default_factory=dict)
+    resumed: list[dict] = field(default_factory=list)  # per `serve-bench --resume`: when, argv, cells to do
     dir: str = ""  # where it was read from or is written (not saved)
 
     def to_json(self) -> dict:

@@ -18,14 +18,16 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from . import capture, checkpoint, engines, loadgen, metrics, prefixcache, steady, trust
+from . import campaign, capacity, capture, checkpoint, engines, loadgen, metrics, prefixcache, steady, trust
+from .campaign import Campaign
 from .client import body_template, completion_body
 from .host import host_info
+from .lengths import arg_max_len, check_lengths, max_model_len
 from .loadgen import LoadPoint, Request
 from .monitor import MetricsSampler
 from .results import PointResult, RunFile, ServeRun, append_jsonl, new_run_dir, now
 from .scenario import Engine, Scenario, ScenarioError, expand
-from .server import ServerError, ServerProcess, free_port, http_get, served_models
+from .server import ServerError, ServerProcess, free_port, served_models
 from .telemetry import Telemetry
 from .workload import Prompts, RequestSpec, load_tokenizer
 
@@ -68,11 +70,14 @@ class Bench:
     abort: object = None  # () -> reason the server is gone, or None
     idle_lag_ms: float = 0.0
     capture: capture.Capture | None = None  # the hook's side of a launched server (profile.points)
+    todo: dict | None = None  # (point index, repeat) -> first attempt number (campaign.py); None: every cell
+    progress: object = None  # campaign.Progress
 
 
 def stream_id(point: LoadPoint, repeat: int, attempt: int, warm: bool, s: Scenario) -> int:
     """Every (point, repeat, attempt, warm-up) gets its own prompts; the same ones on every engine."""
-    return ((point.index * s.load.repeats + repeat) * s.load.max_attempts + attempt - 1) * 2 + (0 if warm else 1)
+    a = (attempt - 1) % s.load.max_attempts  # a resumed cell's attempts continue the numbering, with its prompts
+    return ((point.index * s.load.repeats + repeat) * s.load.max_attempts + a) * 2 + (0 if warm else 1)
 
 
 def prompt_blocks(s: Scenario, prompts: Prompts, plan: list[LoadPoint]) -> dict[int, tuple[int, int]]:
@@ -107,7 +112,8 @@ def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: 
 
 async def _measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, repeat: int) -> None:
     """One point, one repeat: warm-up, the measured run, and again while its timestamps cannot be trusted."""
-    for attempt in range(1, b.s.load.max_attempts + 1):
+    first, t0 = (b.todo or {}).get((point.index, repeat), 1), time.monotonic()
+    for attempt in range(first, first + b.s.load.max_attempts):
         warm_e2el_s = None
         if b.s.load.warmup_requests:
             w = await loadgen.warmup(session, b.req, point.key,
@@ -128,9 +134,11 @@ async def _measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, r
         if pr.abort_reason:
             raise ServerError(pr.abort_reason)
         _say(b.engine, res, b.s.load.repeats)
-        if res.trust.trusted or not trust.worth_retry(res.trust) or attempt == b.s.load.max_attempts:
+        if res.trust.trusted or not trust.worth_retry(res.trust) or attempt == first + b.s.load.max_attempts - 1:
+            if b.progress:
+                b.progress.cell_done(b.engine, point.index, repeat, time.monotonic() - t0)
             return
-        print(f"{b.engine} {res.label}: measuring again (attempt {attempt + 1} of {b.s.load.max_attempts})",
+        print(f"{b.engine} {res.label}: measuring again (attempt {attempt + 1} of {first + b.s.load.max_attempts - 1})",
               file=sys.stderr)
 
 
@@ -217,49 +225,13 @@ async def _drive(b: Bench, repeats: list[int]) -> None:
         b.rf.engine(b.engine, client_idle_loop_lag_p99_ms=b.idle_lag_ms)
         for r in repeats:
             for point in b.plan:
-                await _measure(session, b, point, r)
+                if b.todo is None or (point.index, r) in b.todo:
+                    await _measure(session, b, point, r)
         if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
             await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile, b.abort,
                                          lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
-
-
-def max_model_len(base_url: str, e: Engine, log_len: int | None = None) -> tuple[int | None, str | None]:
-    """The context length the server accepts: from /v1/models (vLLM's max_model_len), its log (lmdeploy's
-    session_len) or the engine's flag."""
-    status, body = http_get(f"{base_url}/v1/models")
-    try:
-        for m in json.loads(body)["data"] if status == 200 else []:
-            if m.get("max_model_len"):
-                return int(m["max_model_len"]), "the server's /v1/models"
-    except (ValueError, KeyError, TypeError):
-        pass
-    if log_len:
-        return log_len, "its log"
-    return arg_max_len(e)
-
-
-def arg_max_len(e: Engine) -> tuple[int | None, str | None]:
-    """The context length the engine's own arguments set, if they do (known before it starts)."""
-    flag = engines.kind(e.kind).max_len_flag
-    args = [expand(a) for a in e.args]
-    if flag and flag in args[:-1]:
-        try:
-            return int(args[args.index(flag) + 1]), f"its {flag} argument"
-        except ValueError:
-            raise ScenarioError(f"engines[{e.name}].args: {flag} needs an integer, got "
-                                f"{args[args.index(flag) + 1]!r}") from None
-    return None, None
-
-
-def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario, prompts: Prompts) -> None:
-    """Prompt + output must fit the engine's context, or it would shorten answers or refuse them."""
-    if limit is None:
-        return
-    longest = prompts.longest()
-    if longest > limit:
-        raise ScenarioError(
-            f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "
-            f"({source}); raise its context length or shorten workload.input_len/output_len")
+        if b.s.load.capacity:  # after the plan's points: the request-rate search (capacity.py)
+            await capacity.search(b, lambda point, r: _measure(session, b, point, r))
 
 
 def run_plan(s: Scenario) -> list[LoadPoint]:
@@ -269,7 +241,7 @@ def run_plan(s: Scenario) -> list[LoadPoint]:
 
 
 def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompts: Prompts,
-           blocks: dict, repeats: list[int], abort=None, log_len: int | None = None, cap=None) -> None:
+           blocks: dict, repeats: list[int], abort=None, log_len: int | None = None, camp=None, cap=None) -> None:
     limit, src = max_model_len(base_url, e, log_len)
     rf.engine(e.name, max_model_len=limit, max_model_len_source=src)
     check_lengths(e, limit, src, s, prompts)
@@ -279,8 +251,10 @@ def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, promp
     i_len, o_len = s.workload.cells()[0]
     example = RequestSpec(f"<prompt of {i_len or 'its'} tokens>", i_len or 0, o_len or s.workload.output_lens[0])
     rf.engine(e.name, request_body=completion_body(model, example, req.body))
-    plan = run_plan(s)
-    asyncio.run(_drive(Bench(s, rf, e.name, req, prompts, plan, blocks, abort, capture=cap), repeats))
+    b = Bench(s, rf, e.name, req, prompts, camp.plan if camp else run_plan(s), blocks, abort, capture=cap)
+    if camp:
+        b.todo, b.progress = camp.todo[e.name], camp.progress
+    asyncio.run(_drive(b, repeats))
 
 
 @contextlib.contextmanager
@@ -313,17 +287,21 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
         rf.engine(e.name, kernels=facts.kernels, log_notes=facts.notes, gemm_choices=facts.gemm_choices)
 
 
-def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict,
+def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, camp: Campaign,
            repeats: list[int]) -> None:
     """One life of a launched server, running the repeats given."""
     with launched(s, rf, e, model_path) as (srv, name, facts):
         cap = capture.Capture(rf.dir / f".{e.name}.capture", srv.proc.pid) if s.profile.points else None
-        _bench(s, rf, e, srv.base_url, name, prompts, blocks, repeats, abort=srv.death, log_len=facts.max_model_len,
-               cap=cap)
+        _bench(s, rf, e, srv.base_url, name, prompts, camp.blocks, repeats, abort=srv.death,
+               log_len=facts.max_model_len, camp=camp, cap=cap)
 
 
-def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, blocks: dict) -> None:
-    repeats = list(range(s.load.repeats))
+def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, camp: Campaign) -> None:
+    repeats = camp.repeats(e.name)  # those with a cell to do
+    if not repeats and not s.load.capacity:
+        print(f"{e.name}: every cell is done already", file=sys.stderr)
+        rf.engine(e.name, status="complete")
+        return
     if engines.kind(e.kind).command is None:  # an already-running server
         base_url = e.base_url.rstrip("/")
         ids = served_models(base_url)
@@ -332,12 +310,12 @@ def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts:
         name = e.served_model_name or ids[0]
         rf.engine(e.name, kind=e.kind, base_url=base_url, served_model=name, status="running",
                   tensor_parallel=e.tensor_parallel)  # as the scenario says: nothing is passed to it
-        _bench(s, rf, e, base_url, name, prompts, blocks, repeats)
+        _bench(s, rf, e, base_url, name, prompts, camp.blocks, repeats, camp=camp)
     elif s.load.restart_between_repeats:
         for r in repeats:
-            _serve(s, rf, e, model_path, prompts, blocks, [r])
+            _serve(s, rf, e, model_path, prompts, camp, [r])
     else:
-        _serve(s, rf, e, model_path, prompts, blocks, repeats)
+        _serve(s, rf, e, model_path, prompts, camp, repeats)
     rf.engine(e.name, status="complete")
 
 
@@ -350,24 +328,34 @@ def outcome(run_dir: Path) -> tuple[int, int]:
     return sum(p.metrics.failed for p in pts if p.metrics), sum(p.status == "untrusted" for p in pts)
 
 
-def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None) -> Path:
+def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None, resume: str | None = None,
+                redo: str | None = None) -> Path:
+    """resume: a run directory to continue (campaign.py); redo: campaign.REDO, finished cells to measure again."""
     chosen = [s.engine(n) for n in engine_names] if engine_names else s.engines
+    saved = campaign.saved_run(resume, s) if resume else None
     model_path = prepare_model(s)
     prompts = Prompts(s.workload, load_tokenizer(s.model.tokenizer or model_path))
-    plan = run_plan(s)
-    blocks = prompt_blocks(s, prompts, plan)
+    plan = campaign.stable_plan(run_plan(s), saved)
+    camp = Campaign(plan, campaign.cells_to_do(s, plan, [e.name for e in chosen], saved, redo),
+                    prompt_blocks(s, prompts, sorted(plan, key=lambda p: p.index)))
     for e in chosen:  # before any server starts: what the engines' own arguments tell
         check_lengths(e, *arg_max_len(e), s, prompts)
     cfg = Path(model_path) / "config.json"
-    run = ServeRun(created_at=now(), argv=argv, host=host_info(max(e.tensor_parallel or 1 for e in chosen)),
-                   scenario=s.to_dict(),
-                   model_config=json.loads(cfg.read_text()) if cfg.exists() else None)
-    rf = RunFile(new_run_dir(s.output_dir, s.name), run)
+    host = host_info(max(e.tensor_parallel or 1 for e in chosen))
+    if saved:
+        rf = campaign.reopen(saved, argv, camp.todo, host, s.to_dict())
+    else:
+        rf = RunFile(new_run_dir(s.output_dir, s.name), ServeRun(
+            created_at=now(), argv=argv, host=host, scenario=s.to_dict(),
+            model_config=json.loads(cfg.read_text()) if cfg.exists() else None))
+    run = rf.run
     print(f"run directory: {rf.dir}", file=sys.stderr)
+    camp.progress, line = campaign.estimate(s, camp, saved)
+    print(line, file=sys.stderr)
     try:
         for e in chosen:
             try:
-                _bench_engine(s, rf, e, model_path, prompts, blocks)
+                _bench_engine(s, rf, e, model_path, prompts, camp)
             except BaseException as ex:
                 status = "interrupted" if isinstance(ex, KeyboardInterrupt) else "failed"
                 rf.engine(e.name, status=status, error=str(ex) or type(ex).__name__)

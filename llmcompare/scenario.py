@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import yaml
 
+from . import capacity
+from .capacity import Capacity
 from .overrides import merge as _merge
 from .overrides import parse_set  # noqa: F401  (scenario.parse_set is the API)
 from .profilespec import Profile, check_profile
@@ -128,6 +130,7 @@ class Load:
     min_duration_s: float = 0.0  # a closed-loop point sends enough requests to last about this long (from warm-up)
     max_prompts_per_point: int = 20000  # cap on what min_duration_s may ask for
     max_attempts: int = 2  # a point whose timestamps cannot be trusted is measured again, up to this many times
+    capacity: Capacity | None = None  # a request-rate search for the highest rate meeting the SLOs (capacity.py)
 
 
 @dataclass
@@ -292,8 +295,8 @@ def validate(s: Scenario) -> Scenario:
 
     check_workload(wl)
     ld = s.load
-    if not ld.concurrency and not ld.request_rate:
-        raise ScenarioError("load: give at least one of concurrency (a list of integers) or request_rate")
+    if not ld.concurrency and not ld.request_rate and not ld.capacity:
+        raise ScenarioError("load: give at least one of concurrency (a list of integers), request_rate or capacity")
     for i, c in enumerate(ld.concurrency):
         _positive(f"load.concurrency[{i}]", c)
     for i, r in enumerate(ld.request_rate):
@@ -323,6 +326,8 @@ def validate(s: Scenario) -> Scenario:
     for i, p in enumerate(s.percentiles):
         if not 0 < p < 100:
             raise ScenarioError(f"percentiles[{i}]: must be in (0, 100), got {p}")
+    if ld.capacity:
+        capacity.check(ld.capacity, s.slo, s.percentiles, wl.cells(), ld.restart_between_repeats)
     kb = s.kernel_bench
     for i, m in enumerate(kb.m):
         _positive(f"kernel_bench.m[{i}]", m)

@@ -67,11 +67,11 @@ BAD = [
     (setter("load.concurrency", [1, -4]), "s.yaml: load.concurrency[1]: must be > 0, got -4"),
     (setter("load.concurrency", 8), "s.yaml: load.concurrency: expected a list of an integer, got int 8"),
     (lambda d: d["load"].update(concurrency=[]),
-     "s.yaml: load: give at least one of concurrency (a list of integers) or request_rate"),
+     "s.yaml: load: give at least one of concurrency (a list of integers), request_rate or capacity"),
     (setter("load.request_rate", [0]), "s.yaml: load.request_rate[0]: must be > 0, got 0.0"),
     (setter("load.arrival", "uniform"), "s.yaml: load: unknown key 'arrival'; valid keys: concurrency, request_rate, "
      "burstiness, max_concurrency, warmup_requests, request_timeout_s, metrics_interval_s, repeats, "
-     "restart_between_repeats, min_duration_s, max_prompts_per_point, max_attempts"),
+     "restart_between_repeats, min_duration_s, max_prompts_per_point, max_attempts, capacity"),
     (setter("load.concurrency", [4, 4]), "s.yaml: load.concurrency: [4] listed twice; each load point must be distinct "
      "(use load.repeats to measure a point several times)"),
     (setter("load.repeats", 0), "s.yaml: load.repeats: must be > 0, got 0"),
@@ -82,7 +82,7 @@ BAD = [
      "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind "
      "(optionally with @LABEL, e.g. turbomind@0.17.0, to run it from another environment)"),
     (setter("kernel_bench", {"m": [0]}), "s.yaml: kernel_bench.m[0]: must be > 0, got 0"),
-    (deleter("load"), "s.yaml: load: give at least one of concurrency (a list of integers) or request_rate"),
+    (deleter("load"), "s.yaml: load: give at least one of concurrency (a list of integers), request_rate or capacity"),
     (lambda d: d["workload"].update(dataset="jsonl", path="/nonexistent/prompts.jsonl"),
      "s.yaml: workload.path: '/nonexistent/prompts.jsonl' is not a readable file"),
     (setter("engines.0.gemm_backend", "cutlass"),

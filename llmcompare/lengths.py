@@ -1,0 +1,52 @@
+"""The context length a server accepts, and the check that every request of the scenario fits in it (before a
+server starts, from the engine's own arguments, and again from what the started server says)."""
+
+from __future__ import annotations
+
+import json
+
+from . import engines
+from .scenario import Engine, Scenario, ScenarioError, expand
+from .server import http_get
+from .workload import Prompts
+
+
+def max_model_len(base_url: str, e: Engine, log_len: int | None = None) -> tuple[int | None, str | None]:
+    """The context length the server accepts: from /v1/models (vLLM's max_model_len), its log (lmdeploy's
+    session_len) or the engine's flag."""
+    status, body = http_get(f"{base_url}/v1/models")
+    try:
+        for m in json.loads(body)["data"] if status == 200 else []:
+            if m.get("max_model_len"):
+                return int(m["max_model_len"]), "the server's /v1/models"
+    except (ValueError, KeyError, TypeError):
+        pass
+    if log_len:
+        return log_len, "its log"
+    return arg_max_len(e)
+
+
+def arg_max_len(e: Engine) -> tuple[int | None, str | None]:
+    """The context length the engine's own arguments set, if they do (known before it starts)."""
+    flag = engines.kind(e.kind).max_len_flag
+    args = [expand(a) for a in e.args]
+    if flag and flag in args[:-1]:
+        try:
+            return int(args[args.index(flag) + 1]), f"its {flag} argument"
+        except ValueError:
+            raise ScenarioError(f"engines[{e.name}].args: {flag} needs an integer, got "
+                                f"{args[args.index(flag) + 1]!r}") from None
+    return None, None
+
+
+def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario, prompts: Prompts) -> None:
+    """Prompt + output must fit the engine's context, or it would shorten answers or refuse them."""
+    if limit is None:
+        return
+    longest = max(s.workload.input_lens) + max(s.workload.output_lens)
+    if s.workload.dataset != "random":
+        longest = max(p.prompt_len + p.output_len for p in prompts.sample(prompts.file_size(), 0))
+    if longest > limit:
+        raise ScenarioError(
+            f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "
+            f"({source}); raise its context length or shorten workload.input_len/output_len")

@@ -1,0 +1,111 @@
+"""Campaign bookkeeping on a committed H200 run (reports/h200-grid: vLLM, 8 load points x 3 repeats, some
+untrusted attempts): what a resume still has to do, which scenario changes it accepts, and the time estimate
+from the run's measured durations."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from llmcompare import campaign, runner
+from llmcompare.results import ServeRun
+from llmcompare.scenario import Scenario, ScenarioError, validate
+from llmcompare.typed import build
+
+RUN = Path(__file__).resolve().parents[1] / "reports/h200-grid/qwen-awq-h200-20261202-212514"
+
+
+def saved() -> ServeRun:
+    return ServeRun.from_json(json.loads((RUN / "run.json").read_text()))
+
+
+def scenario(**change) -> Scenario:
+    d = copy.deepcopy(saved().scenario)
+    for dotted, v in change.items():
+        top, key = dotted.split("__")
+        d[top][key] = v
+    return validate(build(Scenario, d))
+
+
+def test_a_finished_run_has_nothing_to_do():
+    s, run = scenario(), saved()
+    plan = campaign.stable_plan(runner.run_plan(s), run)
+    todo = campaign.cells_to_do(s, plan, ["vllm"], run)
+    assert todo == {"vllm": {}}
+    # untrusted cells (c=64 in=512, repeats 1 and 2: the runner gave up on them) only with --redo untrusted
+    redo = campaign.cells_to_do(s, plan, ["vllm"], run, "untrusted")
+    assert redo == {"vllm": {(6, 0): 3, (6, 1): 3}}  # new attempts numbered after the two on file
+    assert len(campaign.cells_to_do(s, plan, ["vllm"], run, "all")["vllm"]) == 24
+
+
+def test_interrupted_and_missing_cells_are_to_do():
+    run = saved()
+    pts = run.engines["vllm"].points
+    pts[-1].status, pts[-1].metrics = "interrupted", None  # c=256 in=512 repeat 3, cut by Ctrl-C
+    del pts[-2]  # c=64 in=512 repeat 3: never started
+    pts[0].status = "running"  # a crash leaves 'running' behind
+    s = scenario()
+    plan = campaign.stable_plan(runner.run_plan(s), run)
+    todo = campaign.cells_to_do(s, plan, ["vllm", "vllm-marlin"], run)
+    assert todo["vllm"] == {(0, 0): 2, (6, 2): 1, (7, 2): 2}
+    assert len(todo["vllm-marlin"]) == 24  # an engine of the scenario not in the run yet: every cell
+
+
+def test_added_cells_keep_the_old_indices():
+    s, run = scenario(load__concurrency=[1, 16, 32, 64, 256], workload__input_len=[1024, 512, 2048]), saved()
+    plan = campaign.stable_plan(runner.run_plan(s), run)
+    idx = {p.key.label: p.index for p in plan}
+    assert idx["c=1 in=1024 out=256"] == 0 and idx["c=256 in=512 out=256"] == 7  # as on file
+    assert sorted(idx[k] for k in idx if "c=32" in k or "in=2048" in k) == list(range(8, 15))
+    todo = campaign.cells_to_do(s, plan, ["vllm"], run)["vllm"]
+    assert len(todo) == 7 * 3 and all(i >= 8 for i, _ in todo)
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"load__repeats": 5}, "load.repeats: 3 on file, 5 now"),
+    ({"workload__num_prompts": 10}, "workload.num_prompts: 4 on file, 10 now"),
+    ({"load__concurrency": [1, 16]}, "load.concurrency: [64, 256] on file but not in the scenario"),
+])
+def test_a_changed_scenario_is_refused_naming_the_field(change, named):
+    with pytest.raises(ScenarioError) as e:
+        campaign.resume_check(scenario(**change), saved(), str(RUN))
+    assert named in str(e.value) and "may only add" in str(e.value)
+
+
+def test_an_engine_whose_definition_changed_is_refused():
+    s = scenario()
+    s.engines[3].args = [*s.engines[3].args, "--max-num-seqs", "8"]
+    with pytest.raises(ScenarioError, match=r"engines\[vllm\]: changed"):
+        campaign.resume_check(s, saved(), str(RUN))
+
+
+def test_the_estimate_uses_the_runs_measured_durations(capsys):
+    run = saved()
+    s = scenario(load__concurrency=[1, 16, 32, 64, 256])
+    plan = campaign.stable_plan(runner.run_plan(s), run)
+    todo = campaign.cells_to_do(s, plan, ["vllm"], run, "untrusted")
+    camp = campaign.Campaign(plan, todo)
+    prog, line = campaign.estimate(s, camp, run)
+    # c=64 in=512 x 2 (measured: mean of its attempts on file), c=32 x 2 cells x 3 repeats (rough guesses)
+    assert "8 cells to do" in line and "2 from this run's measured durations, 6 a rough guess" in line
+    c64 = [p.metrics.duration_s for p in run.engines["vllm"].points if p.label == "c=64 in=512 out=256"]
+    assert prog.guess_s[("vllm", 6, 0)] == (pytest.approx(sum(c64) / len(c64)), True)
+    assert prog.startups_s == pytest.approx(run.engines["vllm"].ready_s)  # one start, its ready_s on file
+    assert "rough: 30 ms per output token" in line
+    # as cells finish, the rough guesses are scaled by what the finished rough ones took
+    (rough_key,) = [k for k, (g, m) in prog.guess_s.items() if not m][:1]
+    g = prog.guess_s[rough_key][0]
+    before = prog.left_s()
+    prog.cell_done(*rough_key, took_s=2 * g)
+    assert prog.left_s() == pytest.approx(2 * (before - g) - sum(g for g, m in prog.guess_s.values() if m))
+    assert "progress: 1 of 8 cells done" in capsys.readouterr().err
+
+
+def test_resume_errors_name_the_flag(tmp_path, capsys):
+    from llmcompare import cli
+
+    with pytest.raises(ScenarioError, match=r"--resume .*nothing: .*no run.json here"):
+        campaign.saved_run(str(tmp_path / "nothing"), scenario())
+    assert cli.main(["serve-bench", "demo", "--redo", "all"]) == 2
+    assert "--redo all: it re-measures cells of a run being resumed; give --resume RUN_DIR" in capsys.readouterr().err

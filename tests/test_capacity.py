@@ -1,0 +1,77 @@
+"""The capacity search's rules (capacity.py) on crafted probes, and its scenario checks."""
+
+import math
+
+import pytest
+
+from llmcompare import capacity
+from llmcompare.capacity import Capacity, Probe
+from llmcompare.results import Metrics, PointResult
+from llmcompare.scenario import Slo
+from llmcompare.typed import ScenarioError
+
+CAP = Capacity(slo_percentile=99, min_rate=1, max_rate=64, tolerance=0.1, max_probes=12)
+
+
+def test_ratio_is_the_worst_slo_at_the_percentile():
+    slo = Slo(ttft_ms=100, tpot_ms=10)
+    m = Metrics(completed=10, stats={"p99_ttft_ms": 50.0, "p99_tpot_ms": 12.0, "p50_tpot_ms": 5.0})
+    assert capacity.ratio(PointResult(metrics=m), slo, 99) == pytest.approx(1.2)
+    m.failed = 1  # a failed request fails the probe
+    assert math.isinf(capacity.ratio(PointResult(metrics=m), slo, 99))
+    assert capacity.slo_text(slo, 99) == "TTFT p99 < 100 ms and TPOT p99 < 10 ms"
+
+
+def simulate(true_capacity: float, repeats: int = 3, noise: float = 0.02) -> tuple[list[Probe], capacity.Result]:
+    """A server whose worst SLO ratio is rate / true_capacity (+- noise across repeats)."""
+    probes = []
+    while (r := capacity.next_rate(CAP, probes)) is not None:
+        probes.append(Probe(r, [r / true_capacity * (1 + noise * (i - 1)) for i in range(repeats)]))
+    return probes, capacity.assess(probes)
+
+
+def test_bracket_then_bisect_finds_the_capacity():
+    probes, res = simulate(10.0)
+    assert [p.rate for p in probes][:5] == [1, 2, 4, 8, 16]  # doubling until one fails
+    assert res.hi / res.lo - 1 <= CAP.tolerance and res.lo < 10 <= res.hi
+    assert res.low <= res.estimate <= res.high and res.lo <= res.low and res.high <= res.hi
+    assert res.estimate == pytest.approx(10.0, rel=0.01)  # linear R: the interpolation is exact
+    assert "req/s" in res.text() and len(probes) <= CAP.max_probes
+
+
+def test_the_interval_widens_with_repeat_spread():
+    _, tight = simulate(10.0, noise=0.001)
+    _, loose = simulate(10.0, noise=0.05)
+    assert (loose.high - loose.low) > (tight.high - tight.low)
+
+
+def test_outside_the_range_says_so():
+    _, res = simulate(0.5)
+    assert res.lo is None and res.hi == 1 and res.text() == "below 1 req/s (the lowest probe failed)"
+    probes, res = simulate(500.0)
+    assert res.hi is None and res.lo == 64 and "at least 64 req/s" in res.text()
+    assert probes[-1].rate == 64
+
+
+def test_failed_requests_at_the_upper_end_give_the_bracket():
+    res = capacity.assess([Probe(4, [0.5, 0.5]), Probe(8, [math.inf, 2.0])])
+    assert (res.lo, res.hi, res.estimate, res.low, res.high) == (4, 8, 4, 4, 8)
+
+
+@pytest.mark.parametrize("cap, slo, msg", [
+    (Capacity(), Slo(), "needs at least one SLO"),
+    (Capacity(slo_percentile=95), Slo(ttft_ms=1), "load.capacity.slo_percentile: 95 is not among percentiles"),
+    (Capacity(min_rate=8, max_rate=4), Slo(ttft_ms=1), "needs 0 < min_rate < max_rate"),
+    (Capacity(tolerance=0), Slo(ttft_ms=1), "load.capacity.tolerance"),
+    (Capacity(max_probes=1), Slo(ttft_ms=1), "load.capacity.max_probes"),
+])
+def test_bad_settings_name_the_field(cap, slo, msg):
+    with pytest.raises(ScenarioError, match=msg):
+        capacity.check(cap, slo, [50.0, 99.0], [(64, 16)], False)
+
+
+def test_one_workload_cell_and_one_server():
+    with pytest.raises(ScenarioError, match="one workload cell"):
+        capacity.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16), (128, 16)], False)
+    with pytest.raises(ScenarioError, match="restart_between_repeats"):
+        capacity.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16)], True)
