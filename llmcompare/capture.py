@@ -149,18 +149,30 @@ async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: l
     """A profiled pass of every point of `plan` whose concurrency profile.points lists, as many requests as its
     last measured repeat sent; specs_for(point, n): the pass's own prompts."""
     for point in plan:
-        if point.key.concurrency in profile.points:
-            n = max(p.num_prompts for p in rf.run.engines[engine].points if p.index == point.index)
+        if profile.wants(point.key):
+            pts = [p for p in rf.run.engines[engine].points if p.index == point.index]
+            n = max(p.num_prompts for p in pts)
             await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
-                                profile.seconds, abort, profile.anchor)
+                                profile.seconds, abort, profile.anchor, delay_s=_half_e2el_s(pts))
+
+
+def _half_e2el_s(pts: list) -> float:
+    """Half the point's median E2EL (median over its repeats with figures), in s: after a wave's last request
+    finished, the next wave is in its decode phase by then when prompts and outputs have fixed lengths (its
+    prefill, the TTFT, is well under half of E2EL at the loads profiled), so the window holds decode steps."""
+    vals = [p.metrics.stat("median_e2el_ms") for p in pts if p.metrics and p.metrics.completed]
+    vals = [v for v in vals if v]
+    return statistics.median(vals) / 2000.0 if vals else 0.0
 
 
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
-                        key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None
-                        ) -> ProfileRecord:
-    """One extra pass of the point with a capture of `seconds` once its first c requests have finished."""
+                        key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None,
+                        delay_s: float = 0.0) -> ProfileRecord:
+    """One extra pass of the point with a capture of `seconds` once its first c requests have finished and
+    `delay_s` more."""
     rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
-                        output_len=key.output_len, started_at=now(), requests=len(specs))
+                        output_len=key.output_len, started_at=now(), requests=len(specs),
+                        delay_s=round(delay_s, 3))
     profiles = rf.run.engines[engine].profiles
     profiles.append(rec)
     rf.save()
@@ -173,6 +185,7 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     async def control() -> None:
         while done[0] < (key.concurrency or 1):
             await asyncio.sleep(0.02)
+        await asyncio.sleep(delay_s)
         window.append(time.perf_counter() - t0)
         started.extend(await cap.start())
         await asyncio.sleep(seconds)

@@ -41,5 +41,6 @@ class ProfileRecord:
     point_output_tok_s: float | None = None  # the point's measured repeats: median steady (else whole-point) tok/s
     overhead_pct: float | None = None  # 100 * (1 - window / point)
     requests: int = 0
+    delay_s: float = 0.0  # after the first c requests finished, the window waited this long (half the median E2EL)
     traces: list[TraceFile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -2,7 +2,10 @@
 
 profile:
   points: [64]             # concurrencies (of load.concurrency) to capture; [] (default): none
-  seconds: 2.0             # capture window, started once the pass's first c requests have finished (steady)
+  seconds: 2.0             # capture window, started once the pass's first c requests have finished and then
+                           # half the point's median E2EL more (mid-wave: decode steps when lengths are fixed)
+  input_len: null          # with a grid: capture only the cell of this input length (null: every cell)
+  output_len: null         # likewise for the output length
   anchor: null             # kernel name marking steps (timeline.py); null: found from the timeline
   telemetry_interval_ms: 200   # nvidia-smi sampling during every point; 0: off
 """
@@ -20,9 +23,20 @@ class Profile:
     seconds: float = 2.0
     anchor: str | None = None
     telemetry_interval_ms: int = 200
+    input_len: int | None = None
+    output_len: int | None = None
+
+    def wants(self, key) -> bool:
+        """Is this load point (a LoadKey) one to capture?"""
+        return (key.concurrency in self.points and self.input_len in (None, key.input_len)
+                and self.output_len in (None, key.output_len))
 
 
-def check_profile(p: Profile, concurrency: list[int]) -> None:
+def check_profile(p: Profile, concurrency: list[int], input_lens: list[int], output_lens: list[int]) -> None:
+    for name, want, axis in (("input_len", p.input_len, input_lens), ("output_len", p.output_len, output_lens)):
+        if want is not None and want not in axis:
+            raise ScenarioError(f"profile.{name}: {want} is not a cell of the grid; valid: workload.{name} "
+                                f"({', '.join(map(str, axis))}) or null (every cell)")
     for i, c in enumerate(p.points):
         if c not in concurrency:
             raise ScenarioError(f"profile.points[{i}]: {c} is not a load point; valid: the concurrencies of "

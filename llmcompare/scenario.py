@@ -344,7 +344,7 @@ def validate(s: Scenario) -> Scenario:
             raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
     check_degree("kernel_bench.tensor_parallel", kb.tensor_parallel)
     kb.tensor_parallel = kb.tensor_parallel or s.tensor_parallel
-    check_profile(s.profile, s.load.concurrency)
+    check_profile(s.profile, s.load.concurrency, s.workload.input_lens, s.workload.output_lens)
     return s
 
 

@@ -188,3 +188,19 @@ def test_bad_grid_axes_name_the_field(tmp_path, workload, msg):
     wl = {k: (str(f) if v == "__FILE__" else v) for k, v in workload.items()}
     with pytest.raises(ScenarioError, match=re.escape(msg)):
         load_with(tmp_path, lambda d: d["workload"].update(wl))
+
+
+
+def test_profile_cell_filter_names_the_grid_and_picks_its_cell(tmp_path):
+    from llmcompare.loadgen import LoadKey
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**BASE, "load": {"concurrency": [1, 64]},
+                                 "workload": {**BASE["workload"], "input_len": [128, 1024], "output_len": 16}}))
+    with pytest.raises(ScenarioError, match=r"profile.input_len: 512 is not a cell of the grid; valid: "
+                                            r"workload.input_len \(128, 1024\)"):
+        scenario.load(str(f), scenario.parse_set(["profile.points=[64]", "profile.input_len=512"]))
+    p = scenario.load(str(f), scenario.parse_set(["profile.points=[64]", "profile.input_len=1024"])).profile
+    assert p.wants(LoadKey(concurrency=64, input_len=1024, output_len=16))
+    assert not p.wants(LoadKey(concurrency=64, input_len=128, output_len=16))
+    assert not p.wants(LoadKey(concurrency=1, input_len=1024, output_len=16))
