@@ -151,7 +151,8 @@ async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: l
     for point in plan:
         if profile.wants(point.key):
             pts = [p for p in rf.run.engines[engine].points if p.index == point.index]
-            n = max(p.num_prompts for p in pts)
+            # three waves at least: an uncaptured window in the second, the captured one in the third
+            n = max(max(p.num_prompts for p in pts), 3 * (point.key.concurrency or 1))
             await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
                                 profile.seconds, abort, profile.anchor, delay_s=_half_e2el_s(pts))
 
@@ -168,24 +169,32 @@ def _half_e2el_s(pts: list) -> float:
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
                         key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None,
                         delay_s: float = 0.0) -> ProfileRecord:
-    """One extra pass of the point with a capture of `seconds` once its first c requests have finished and
-    `delay_s` more."""
+    """One extra pass of the point: once its first c requests have finished and `delay_s` more, an uncaptured
+    window of `seconds` (the baseline); once 2c have finished and `delay_s` more, the captured window, at the
+    same phase of the next wave. The capture's cost is the captured window's output tok/s against the baseline's
+    (the trace is written after the capture stops, a stall that falls after both windows)."""
     rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
                         output_len=key.output_len, started_at=now(), requests=len(specs),
                         delay_s=round(delay_s, 3))
     profiles = rf.run.engines[engine].profiles
     profiles.append(rec)
     rf.save()
-    done, window, started = [0], [], []
+    done, window, started, base = [0], [], [], []
+    c = key.concurrency or 1
 
     def on_record(r) -> None:
         done[0] += 1
         append_jsonl(rf.path(engine, "profile.requests.jsonl"), {"point": index, "label": key.label, **r.to_json()})
 
     async def control() -> None:
-        while done[0] < (key.concurrency or 1):
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(delay_s)
+        for wave, marks in ((1, base), (2, None)):
+            while done[0] < wave * c:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(delay_s)
+            if marks is not None:  # the baseline: same phase, one wave earlier, nothing captured
+                marks.append(time.perf_counter() - t0)
+                await asyncio.sleep(seconds)
+                marks.append(time.perf_counter() - t0)
         window.append(time.perf_counter() - t0)
         started.extend(await cap.start())
         await asyncio.sleep(seconds)
@@ -211,7 +220,7 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
         raise ServerError(pr.abort_reason)
     point, warn = point_tok_s(rf, engine, index)
     rec.warnings += [warn] if warn else []
-    _figures(rec, pr, window, point)
+    _figures(rec, pr, window, point, base)
     rec.traces = cap.collect(rf, engine, index, _answered(cap), anchor) if len(window) == 2 else []
     rec.status = "complete" if rec.traces and not rec.error else "failed"
     if not rec.traces and not rec.error:
@@ -225,20 +234,28 @@ def _answered(cap: Capture) -> list[int]:
     return sorted(int(f.name.split("-")[1]) for f in cap.dir.glob("started-*"))
 
 
-def _figures(rec: ProfileRecord, pr, window: list[float], point: float | None) -> None:
+def _tok_s(pr, window: list[float]) -> float | None:
+    span = window[1] - window[0]
+    return round(steady.tokens_between(pr.records, *window) / span, 3) if span > 0 else None
+
+
+def _figures(rec: ProfileRecord, pr, window: list[float], point: float | None, base: list[float]) -> None:
     done = [r for r in pr.records if r.success]
     if pr.duration_s > 0:
         rec.pass_output_tok_s = round(sum(r.output_tokens or 0 for r in done) / pr.duration_s, 3)
     if len(window) != 2:
-        rec.error = (f"the pass ended before its first {rec.concurrency} requests finished: nothing was "
-                     "captured; send more requests (workload.prompts_per_concurrency)")
+        rec.error = (f"the pass ended before its capture window opened (after {2 * (rec.concurrency or 1)} "
+                     "requests finished and half a median E2EL more): nothing was captured")
         return
     rec.window_s = [round(w, 4) for w in window]
-    span = window[1] - window[0]
-    rec.window_output_tok_s = round(steady.tokens_between(pr.records, *window) / span, 3) if span > 0 else None
+    rec.window_output_tok_s = _tok_s(pr, window)
     rec.point_output_tok_s = point
-    if point and rec.window_output_tok_s is not None:
-        rec.overhead_pct = round(100.0 * (1.0 - rec.window_output_tok_s / point), 2)
+    if len(base) == 2:
+        rec.baseline_window_s = [round(w, 4) for w in base]
+        rec.baseline_output_tok_s = _tok_s(pr, base)
+    ref = rec.baseline_output_tok_s or point  # the same phase uncaptured; else the point's measured figure
+    if ref and rec.window_output_tok_s is not None:
+        rec.overhead_pct = round(100.0 * (1.0 - rec.window_output_tok_s / ref), 2)
 
 
 def _say(engine: str, rec: ProfileRecord) -> None:

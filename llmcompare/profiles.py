@@ -39,7 +39,9 @@ class ProfileRecord:
     window_output_tok_s: float | None = None  # output tokens whose chunks arrived inside the capture window / its length
     pass_output_tok_s: float | None = None  # the whole pass
     point_output_tok_s: float | None = None  # the point's measured repeats: median steady (else whole-point) tok/s
-    overhead_pct: float | None = None  # 100 * (1 - window / point)
+    baseline_window_s: list[float] = field(default_factory=list)  # the uncaptured window, one wave earlier
+    baseline_output_tok_s: float | None = None  # output tok/s in it
+    overhead_pct: float | None = None  # 100 * (1 - window / baseline), else 100 * (1 - window / point)
     requests: int = 0
     delay_s: float = 0.0  # after the first c requests finished, the window waited this long (half the median E2EL)
     traces: list[TraceFile] = field(default_factory=list)

@@ -51,6 +51,10 @@ def test_traces_of_the_engine_processes_are_kept_and_listed(profiled_run):
     assert prof.window_output_tok_s > 0 and prof.point_output_tok_s > 0 and prof.overhead_pct is not None
     # the window opened half the point's median E2EL after the pass's first wave had finished (mid-wave)
     e2el_s = [p.metrics.stat("median_e2el_ms") / 1000 for p in e.points if p.metrics]
+    # its cost: against an uncaptured window of the same length one wave earlier, in the same pass
+    assert len(prof.baseline_window_s) == 2 and prof.baseline_window_s[1] <= prof.window_s[0]
+    assert prof.baseline_output_tok_s > 0
+    assert prof.overhead_pct == round(100 * (1 - prof.window_output_tok_s / prof.baseline_output_tok_s), 2)
     assert prof.delay_s > 0 and abs(prof.delay_s - sorted(e2el_s)[len(e2el_s) // 2] / 2) < 0.01
     roles = {t.role: t for t in prof.traces}
     assert "api-server" in roles and roles["api-server"].pid == e.pid  # the server's own process
