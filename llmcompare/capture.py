@@ -92,7 +92,7 @@ class Capture:
         sent = self._signal(self.pids())
         deadline = time.monotonic() + START_WAIT_S
         while time.monotonic() < deadline:
-            answered = {int(f.name.split("-")[1]) for f in self.dir.glob("s*ed-*")}
+            answered = {_pid(f) for f in self.dir.glob("s*ed-*")} - {None}
             if answered >= set(sent):
                 break
             await asyncio.sleep(0.02)
@@ -230,8 +230,14 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     return rec
 
 
+def _pid(f: Path) -> int | None:
+    """The pid in an answer file's name (started-<pid>); None for a file still being written (<name>.tmp)."""
+    tail = f.name.split("-", 1)[1]
+    return int(tail) if tail.isdigit() else None
+
+
 def _answered(cap: Capture) -> list[int]:
-    return sorted(int(f.name.split("-")[1]) for f in cap.dir.glob("started-*"))
+    return sorted(p for f in cap.dir.glob("started-*") if (p := _pid(f)) is not None)
 
 
 def _tok_s(pr, window: list[float]) -> float | None:

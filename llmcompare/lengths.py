@@ -43,9 +43,7 @@ def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario,
     """Prompt + output must fit the engine's context, or it would shorten answers or refuse them."""
     if limit is None:
         return
-    longest = max(s.workload.input_lens) + max(s.workload.output_lens)
-    if s.workload.dataset != "random":
-        longest = max(p.prompt_len + p.output_len for p in prompts.sample(prompts.file_size(), 0))
+    longest = prompts.longest()  # per dataset kind (workload.Prompts)
     if longest > limit:
         raise ScenarioError(
             f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "
