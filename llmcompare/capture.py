@@ -151,8 +151,9 @@ async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: l
     for point in plan:
         if profile.wants(point.key):
             pts = [p for p in rf.run.engines[engine].points if p.index == point.index]
-            # three waves at least: an uncaptured window in the second, the captured one in the third
-            n = max(max(p.num_prompts for p in pts), 3 * (point.key.concurrency or 1))
+            # four waves at least: an uncaptured window in the second, the captured one in the third, and a
+            # wave to spare (on the H200 a 3-wave pass at c=256 ended before its third wave's window opened)
+            n = max(max(p.num_prompts for p in pts), 4 * (point.key.concurrency or 1))
             await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
                                 profile.seconds, abort, profile.anchor, delay_s=_half_e2el_s(pts))
 

@@ -4,6 +4,8 @@ the point's batch; and energy per output token. Reads saved files only."""
 
 from __future__ import annotations
 
+import statistics
+
 from .attribution import KernelTable, engine_backend, point_profile
 from .doc import Doc
 from .kernelclass import ORDER
@@ -49,7 +51,13 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
     s = t.steps
     c = s.class_ms_mean
     rest = sum(c.get(k, 0.0) for k in REST)
-    note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", *p.warnings) if x)
+    bunched = ("capture cost < 0: tokens reached the client bunched after the profiler's start blocked the "
+               "server's event loop (not a speed-up); compare the median step with the uncaptured median TPOT"
+               if p.overhead_pct is not None and p.overhead_pct < 0 else "")
+    tpot = [x.metrics.stat("median_tpot_ms") for x in usable]
+    vs = (f"uncaptured median TPOT {statistics.median(tpot):.3f} ms" if tpot and all(tpot) else "")
+    note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", vs, bunched, *p.warnings)
+                     if x)
     return [label, p.label, f"{t.role} {t.pid}", s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
             ms(c.get("int4_gemm")), ms(s.class_ms_median.get("int4_gemm")), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")), ms(c.get("comm")),
             ms(rest), ms(s.idle_ms_mean), p.overhead_pct, note]
@@ -96,7 +104,7 @@ def telemetry_section(doc: Doc, engines: dict) -> None:
                 missing.add(t.why_not or "unavailable")
                 continue
             tok_s = p.metrics.output_throughput if p.metrics else None
-            rows.append([lb, p.label, p.repeat + 1, p.status, tok_s, t.mean_power_w, t.energy_j, t.j_per_output_token,
+            rows.append([lb, p.label, p.repeat + 1, p.status, tok_s, t.mean_power_w, t.energy_j, f"{t.j_per_output_token:.3f}" if t.j_per_output_token is not None else None,
                          t.sm_clock_mhz_mean, t.sm_clock_mhz_min, t.memory_used_mib_max])
     if not rows and not missing:
         return

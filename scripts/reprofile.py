@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Re-analyses the kept traces of saved serve-bench runs' profiled passes (llmcompare/timeline.py with the current
+kernel classes, kernelclass.py) and rewrites run.json (atomically); for runs captured before a change of either.
+A run's README says when it was applied. Nothing else in run.json changes.
+
+  python scripts/reprofile.py RUN_DIR [RUN_DIR...] [--anchor SUBSTRING]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from llmcompare.results import load_run, write_json
+from llmcompare.timeline import analyze
+
+
+def reprofile(run_dir: str, anchor: str | None) -> None:
+    run = load_run(run_dir)
+    for name, e in run.engines.items():
+        for prof in e.profiles:
+            for t in prof.traces:
+                f = Path(run.dir) / t.file if t.file else None
+                if not f or not f.exists():
+                    print(f"{name} {prof.label} pid {t.pid}: no trace file kept")
+                    continue
+                before = t.steps.steps if t.steps else None
+                t.steps = analyze(f, anchor)
+                print(f"{name} {prof.label} pid {t.pid}: {before} -> {t.steps.steps} steps, anchor {t.steps.anchor}, "
+                      f"step median {t.steps.step_ms_median} ms")
+    write_json(Path(run.dir) / "run.json", run)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--anchor", help="a substring of the kernel that marks steps (profile.anchor)")
+    a = ap.parse_args()
+    for d in a.runs:
+        reprofile(d, a.anchor)
