@@ -46,7 +46,7 @@ def test_section_renders_steps_and_telemetry():
     md = doc.markdown()
     assert "## Measured: GPU time per decode step" in md and "no kernel-bench run given" in md
     assert "| tm | c=4 | api-server 9 | 4 |" in md and "sm90_xmma_gemm_f16f16_f32" in md
-    assert "## GPU telemetry" in md and "| 12.5 |" in md
+    assert "## GPU telemetry" in md and "| 12.500 |" in md  # J/token, 3 decimals
     doc = Doc()
     R.timeline_section(doc, {"tm": served(TelemetrySummary(why_not="nvidia-smi not on PATH"))}, [])
     assert "Telemetry unavailable for some points: nvidia-smi not on PATH." in doc.markdown()
