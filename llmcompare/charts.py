@@ -13,6 +13,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 Series = dict[str, list[tuple[float, float]]]  # label -> [(x, y)]
 
 
+
+def panels_grid(n: int, max_cols: int, panel_w_in: float, panel_h_in: float):
+    """A figure of n panels, at most max_cols per row (inches per panel): (fig, axes[rows][cols])."""
+    cols = min(max_cols, n)
+    rows = math.ceil(n / cols)
+    return plt.subplots(rows, cols, figsize=(panel_w_in * cols, panel_h_in * rows), squeeze=False)
+
 def _save(fig, path: Path) -> str:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -83,9 +90,7 @@ def panels(path: Path, data: dict[str, Series], xlabel: str, ylabel: str, title:
            hline: float | None = None) -> str:
     """One panel per key (e.g. per GEMM shape), one line per series."""
     keys = list(data)
-    cols = min(3, len(keys))
-    rows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.4 * rows), squeeze=False)
+    fig, axes = panels_grid(len(keys), 3, 4.3, 3.4)
     for ax, key in zip(axes.flat, keys, strict=False):
         for label, pts in data[key].items():
             pts = sorted(pts)
@@ -133,9 +138,7 @@ def timelines(path: Path, panels: dict[str, Series], windows: dict[str, tuple[fl
     """Per-second series, one panel per load point, one line per engine; each engine's steady-state window
     shaded in its colour."""
     keys = list(panels)
-    cols = min(3, len(keys))
-    rows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.0 * rows), squeeze=False)
+    fig, axes = panels_grid(len(keys), 3, 4.3, 3.0)
     for ax, key in zip(axes.flat, keys, strict=False):
         for i, (label, pts) in enumerate(panels[key].items()):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], color=f"C{i}", linewidth=1, label=label)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .charts import _save, plt
+from .charts import _save, panels_grid, plt
 
 Crossing = tuple[int, int, int, int]  # (row, col) and its neighbour (row2, col2) where the winner changes
 
@@ -44,9 +44,7 @@ Front = dict[str, list[tuple[float, float, str]]]  # engine -> [(total output to
 def pareto(path: Path, panels: dict[str, Front], fronts: dict[str, Front], title: str) -> str:
     """One panel per workload cell; per engine every point (faint) and its Pareto front (line, labelled)."""
     keys = list(panels)
-    cols = min(2, len(keys))
-    nrows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.0 * nrows), squeeze=False)
+    fig, axes = panels_grid(len(keys), 2, 5.2, 4.0)
     for ax, key in zip(axes.flat, keys, strict=False):
         for i, (engine, pts) in enumerate(panels[key].items()):
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=f"C{i}", alpha=0.3, s=18)

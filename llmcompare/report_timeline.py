@@ -104,7 +104,8 @@ def telemetry_section(doc: Doc, engines: dict) -> None:
                 missing.add(t.why_not or "unavailable")
                 continue
             tok_s = p.metrics.output_throughput if p.metrics else None
-            rows.append([lb, p.label, p.repeat + 1, p.status, tok_s, t.mean_power_w, t.energy_j, f"{t.j_per_output_token:.3f}" if t.j_per_output_token is not None else None,
+            j_tok = f"{t.j_per_output_token:.3f}" if t.j_per_output_token is not None else None  # J/token: 3 decimals
+            rows.append([lb, p.label, p.repeat + 1, p.status, tok_s, t.mean_power_w, t.energy_j, j_tok,
                          t.sm_clock_mhz_mean, t.sm_clock_mhz_min, t.memory_used_mib_max])
     if not rows and not missing:
         return
