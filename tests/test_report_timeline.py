@@ -30,12 +30,21 @@ def served(telemetry: TelemetrySummary | None = None) -> Served:
 
 def test_row_puts_measured_int4_gemm_beside_the_prediction_at_the_batch():
     row = R._row("tm", served(), served().rec.profiles[0], table())
-    (eng, point, proc, steps, med, mean, int4, int4_med, pred, batch, gemm, attn, comm, rest, idle, cost, note) = row
+    (eng, point, proc, steps, med, mean, int4, int4_med, pred, batch, gemm, attn, comm, rest, idle, step_cost, cost,
+     note) = row
     assert (eng, point, proc, steps) == ("tm", "c=4", "api-server 9", 4)
     assert int4 == int4_med == "0.045"  # 3 layers x (10 + 5) µs, measured from the trace
     assert pred == "0.040"  # the table's 2 layers x 2 shapes x 10 µs ("fast" at M = 3.6)
     assert batch == pytest.approx(3.6) and gemm == "0.030" and attn == "0.060" and comm == "–"
     assert rest == f"{(5 * 3 + 4 + 1) / 1000:.3f}" and idle == "0.050" and cost == 3.5 and note == ""
+    assert step_cost is None  # no mean TPOT on file
+
+
+def test_step_cost_is_the_windows_mean_step_against_the_uncaptured_mean_tpot():
+    m = [Metrics(completed=4, stats={"mean_tpot_ms": t}) for t in (10.0, 12.0, 11.0)]
+    pts = [PointResult(index=0, concurrency=4, status="complete", metrics=x) for x in m]
+    assert R.step_cost_pct(12.1, pts) == 10.0  # 12.1 ms against the median 11.0 ms
+    assert R.step_cost_pct(None, pts) is None and R.step_cost_pct(5.0, []) is None
 
 
 def test_section_renders_steps_and_telemetry():
