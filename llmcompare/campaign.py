@@ -13,7 +13,7 @@ should take, and how far it has got. `serve-bench SCENARIO --resume RUN_DIR` con
             after them, so each keeps its prompts (runner.stream_id).
 
 Time estimate (printed before anything starts, and updated after every cell): server start-ups (the engine's
-ready_s on file, else a rough 60 s) plus, per cell, the measured duration of the same point (same engine first,
+ready_s on file, else its kind's rough_startup_s) plus, per cell, the measured duration of the same point (same engine first,
 else another engine of the run), else a rough guess: closed loop c, n requests: n / c waves of one request's
 time (prompt at 10,000 tok/s for the whole wave, 30 ms per output token); open loop: n / rate plus one request's
 time. Rough guesses are labelled, and scaled by measured / guessed of the cells done so far as the run goes.
@@ -34,7 +34,6 @@ from .scenario import Scenario, ScenarioError
 REDO = ("untrusted", "all")  # --redo: which finished cells to measure again
 GROWABLE = {("load", "concurrency"), ("load", "request_rate"), ("workload", "input_len"), ("workload", "output_len")}
 IGNORED = {"name", "description", "source", "output_dir", "references", "kernel_bench"}  # no bearing on serving
-ROUGH_STARTUP_S = 60.0
 ROUGH_TPOT_S, ROUGH_PREFILL_TOK_PER_S = 0.030, 10000.0
 
 
@@ -153,8 +152,9 @@ def _measured_s(key: LoadKey, engine: str, saved: ServeRun | None) -> float | No
     return None
 
 
-def _startup_s(rec: EngineRecord | None) -> tuple[float, bool]:
-    return (rec.ready_s, True) if rec and rec.ready_s else (ROUGH_STARTUP_S, False)
+def _startup_s(rec: EngineRecord | None, kind_name: str) -> tuple[float, bool]:
+    """This run's measured start-up of the engine, else its kind's rough one (engines.EngineKind)."""
+    return (rec.ready_s, True) if rec and rec.ready_s else (engines.kind(kind_name).rough_startup_s, False)
 
 
 @dataclass
@@ -197,7 +197,7 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
             continue
         launched = engines.kind(s.engine(name).kind).command is not None
         n_starts = (len(camp.repeats(name)) if s.load.restart_between_repeats else 1) if launched else 0
-        t, measured = _startup_s(saved.engines.get(name) if saved else None)
+        t, measured = _startup_s(saved.engines.get(name) if saved else None, s.engine(name).kind)
         starts_s += n_starts * t
         rough_starts += 0 if measured else n_starts
         for idx, r in cells:
@@ -208,7 +208,7 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     total = sum(len(c) for c in camp.todo.values())
     line = (f"time estimate: {total} cells to do ({_hms(sum(g for g, _ in guess.values()))} of load: "
             f"{len(guess) - n_rough} from this run's measured durations, {n_rough} a rough guess) + server "
-            f"start-ups {_hms(starts_s)}" + (f" ({rough_starts} a rough {ROUGH_STARTUP_S:.0f} s each)" if rough_starts
+            f"start-ups {_hms(starts_s)}" + (f" ({rough_starts} a rough guess by engine kind)" if rough_starts
                                             else "") + f" = about {_hms(prog.left_s() + starts_s)}")
     if n_rough:
         line += (f"; rough: {ROUGH_TPOT_S * 1000:.0f} ms per output token, prompts at "

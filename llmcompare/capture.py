@@ -155,16 +155,44 @@ async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: l
             # wave to spare (on the H200 a 3-wave pass at c=256 ended before its third wave's window opened)
             n = max(max(p.num_prompts for p in pts), 4 * (point.key.concurrency or 1))
             await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
-                                profile.seconds, abort, profile.anchor, delay_s=_half_e2el_s(pts))
+                                profile.seconds, abort, profile.anchor,
+                                delay_s=decode_delay_s(pts, profile.seconds))
 
 
-def _half_e2el_s(pts: list) -> float:
-    """Half the point's median E2EL (median over its repeats with figures), in s: after a wave's last request
-    finished, the next wave is in its decode phase by then when prompts and outputs have fixed lengths (its
-    prefill, the TTFT, is well under half of E2EL at the loads profiled), so the window holds decode steps."""
-    vals = [p.metrics.stat("median_e2el_ms") for p in pts if p.metrics and p.metrics.completed]
-    vals = [v for v in vals if v]
-    return statistics.median(vals) / 2000.0 if vals else 0.0
+def decode_delay_s(pts: list, seconds: float) -> float:
+    """How long after a wave's last request finished the window opens, in s: the next wave's slowest prefill
+    (the point's p99 TTFT) plus a quarter of what is left of its median E2EL, so that the window holds decode
+    steps when prompts and outputs have fixed lengths; at most E2EL - seconds (the window ends inside the wave).
+    Medians over the point's repeats with figures. (Half the median E2EL, the first rule, fell in the prefill
+    phase at c=256 with 1024-token prompts on the H200, where p99 TTFT is ~70% of E2EL.)"""
+    def med(key: str) -> float | None:
+        vals = [v for p in pts if p.metrics and p.metrics.completed and (v := p.metrics.stat(key))]
+        return statistics.median(vals) / 1000.0 if vals else None
+    e2el, ttft = med("median_e2el_ms"), med("p99_ttft_ms") or med("median_ttft_ms")
+    if not e2el:
+        return 0.0
+    ttft = min(ttft or 0.0, e2el)
+    return round(max(0.0, min(ttft + (e2el - ttft) / 4.0, e2el - seconds)), 3)
+
+
+def in_flight(records: list, window: list[float]) -> tuple[int, int] | None:
+    """The pass's requests in flight at the window's middle (sent, not finished), and how many of them were still
+    waiting for their first token (in prefill, or queued for it); None without a window or a request in it."""
+    if len(window) != 2:
+        return None
+    mid = (window[0] + window[1]) / 2.0
+    live = [r for r in records if r.success and r.e2el_ms is not None and r.dispatch_s <= mid < r.dispatch_s
+            + r.e2el_ms / 1000.0]
+    if not live:
+        return None
+    return len(live), sum(1 for r in live if r.ttft_ms is None or r.dispatch_s + r.ttft_ms / 1000.0 > mid)
+
+
+def prefill_share(records: list, window: list[float]) -> float | None:
+    """Of the requests in flight mid-window, the share before their first token: near 0 when the window holds
+    decode steps, near 1 when it holds a prefill."""
+    n = in_flight(records, window)
+    return round(n[1] / n[0], 3) if n else None
 
 
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
@@ -252,10 +280,14 @@ def _figures(rec: ProfileRecord, pr, window: list[float], point: float | None, b
         rec.pass_output_tok_s = round(sum(r.output_tokens or 0 for r in done) / pr.duration_s, 3)
     if len(window) != 2:
         rec.error = (f"the pass ended before its capture window opened (after {2 * (rec.concurrency or 1)} "
-                     "requests finished and half a median E2EL more): nothing was captured")
+                     "requests finished and the point's p99 TTFT and a quarter of its decode more): nothing was "
+                     "captured")
         return
     rec.window_s = [round(w, 4) for w in window]
     rec.window_output_tok_s = _tok_s(pr, window)
+    n = in_flight(pr.records, window)
+    if n:
+        rec.window_in_flight, rec.window_prefill_share = n[0], round(n[1] / n[0], 3)
     rec.point_output_tok_s = point
     if len(base) == 2:
         rec.baseline_window_s = [round(w, 4) for w in base]

@@ -156,6 +156,9 @@ class EngineKind:
     tp_flags: tuple[str, ...] = ()
     # prefix_cache mode (on, off) -> the server flags that set it (prefixcache.py); {}: not settable
     prefix_cache_flags: dict[str, list[str]] = field(default_factory=dict)
+    # a start-up (launch to ready) for a time estimate before one was timed: on the H200 vLLM 0.26 took 98-147 s
+    # (torch.compile and CUDA graph capture of a 7-8B model), lmdeploy 0.18's TurboMind 18-32 s (reports/)
+    rough_startup_s: float = 60.0
 
 
 # Read from the sources (2026-12-02): vLLM's --enable-prefix-caching is an argparse BooleanOptionalAction
@@ -167,12 +170,13 @@ LMDEPLOY_PREFIX = {"on": ["--enable-prefix-caching"], "off": []}
 
 ENGINES: dict[str, EngineKind] = {
     "vllm": EngineKind("vllm", vllm_command, vllm_log, {}, sampling=GREEDY, max_len_flag="--max-model-len",
-                       tp_flags=("--tensor-parallel-size", "-tp"), prefix_cache_flags=VLLM_PREFIX),
+                       tp_flags=("--tensor-parallel-size", "-tp"), prefix_cache_flags=VLLM_PREFIX,
+                       rough_startup_s=120.0),
     "lmdeploy": EngineKind("lmdeploy", lmdeploy_command, lmdeploy_log, {"--backend": "turbomind"},
                            gemm_backend="turbomind",
                            sampling=GREEDY,
                            max_len_flag="--session-len",
-                           tp_flags=("--tp",), prefix_cache_flags=LMDEPLOY_PREFIX),
+                           tp_flags=("--tp",), prefix_cache_flags=LMDEPLOY_PREFIX, rough_startup_s=30.0),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 

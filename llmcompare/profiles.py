@@ -43,6 +43,8 @@ class ProfileRecord:
     baseline_output_tok_s: float | None = None  # output tok/s in it
     overhead_pct: float | None = None  # 100 * (1 - window / baseline), else 100 * (1 - window / point)
     requests: int = 0
-    delay_s: float = 0.0  # after the first c requests finished, the window waited this long (half the median E2EL)
+    delay_s: float = 0.0  # after c (2c) requests finished, the (baseline) window waited this long (decode_delay_s)
+    window_in_flight: int | None = None  # requests in flight at the window's middle (client's view)
+    window_prefill_share: float | None = None  # of the requests in flight mid-window, the share before its 1st token
     traces: list[TraceFile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -37,15 +37,49 @@ def _predicted(table: KernelTable | None, backend: str | None, batch: float | No
     return table.layers * sum(table.gemm_us(backend, s["name"], batch) for s in table.shapes) / 1000.0, ""
 
 
-def step_cost_pct(step_ms_mean: float | None, usable: list) -> float | None:
-    """The capture's cost seen on the GPU side: the captured window's mean step against the point's uncaptured
-    mean TPOT (median over its measured repeats), in %. A request's TPOT is the mean of the steps it lived
-    through, so the two agree when nothing is captured; unlike the client-side cost this does not count tokens
-    as they reach the client, which an engine whose event loop the profiler's start blocks delivers bunched."""
-    tpot = [t for x in usable if (t := x.metrics.stat("mean_tpot_ms"))]
-    if not step_ms_mean or not tpot:
+PREFILL_PHASE = 0.2  # above this share of in-flight requests before their first token, a window is not decode
+
+
+def coverage(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> float | None:
+    """The share of the capture window that the timeline's whole steps cover (steps x mean step / window)."""
+    if len(p.window_s) != 2 or not step_ms_mean:
         return None
-    return round(100.0 * (step_ms_mean / statistics.median(tpot) - 1.0), 1)
+    return steps * step_ms_mean / (1000.0 * (p.window_s[1] - p.window_s[0]))
+
+
+def step_cost_pct(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> float | None:
+    """The capture's cost seen on the GPU, in %: the window's decode rate from its own timeline (requests decoding
+    mid-window x steps per second, 1000 / mean step ms) against the output tok/s the client received in the
+    uncaptured window of the same pass (same phase, one wave earlier). Unlike the client-side cost it does not
+    count tokens as they reach the client (an engine whose event loop the profiler's start blocks delivers them
+    bunched); None when the window is a prefill phase, its steps cover under 80% of it (steps the anchor does
+    not mark: vLLM at c=256 on the H200), or a figure is missing."""
+    share, cov = p.window_prefill_share, coverage(p, steps, step_ms_mean)
+    if not step_ms_mean or not p.window_in_flight or share is None or share > PREFILL_PHASE or not cov or cov < 0.8:
+        return None
+    if not p.baseline_output_tok_s:
+        return None
+    decoding = p.window_in_flight * (1.0 - share)
+    return round(100.0 * (1.0 - decoding * 1000.0 / step_ms_mean / p.baseline_output_tok_s), 1)
+
+
+def _phase_note(share: float | None) -> str:
+    if share is None or share <= PREFILL_PHASE:
+        return ""
+    return (f"the window fell in a wave's prefill phase ({100 * share:.0f}% of the requests in flight had no first "
+            "token yet): its steps are prefill steps, not decode steps")
+
+
+def _coverage_note(p: ProfileRecord, s) -> str:
+    cov = coverage(p, s.steps, s.step_ms_mean)
+    if cov is None or cov >= 0.8:
+        return ""
+    return (f"the window's whole steps cover only {100 * cov:.0f}% of it (time outside the anchor-to-anchor steps: "
+            "the start of the capture, or steps without the anchor kernel): per-step figures are of those steps only")
+
+
+def _pct(share: float | None) -> str:
+    return "–" if share is None else f"{100 * share:.0f}"
 
 
 def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
@@ -57,21 +91,21 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
     pred, why = _predicted(table, backend, batch)
     if t is None or not t.steps.steps:
         note = p.error or (t.steps.note if t else "no trace analysed")
-        return [label, p.label, "–", "–", "–", "–", "–", "–", ms(pred), batch, "–", "–", "–", "–", "–",
-                None, p.overhead_pct, note]
+        return [label, p.label, "–", _pct(p.window_prefill_share), "–", "–", "–", "–", "–", ms(pred), batch, "–",
+                "–", "–", "–", "–", None, p.overhead_pct, note]
     s = t.steps
     c = s.class_ms_mean
     rest = sum(c.get(k, 0.0) for k in REST)
     bunched = ("client cost < 0: tokens reached the client bunched after the profiler's start blocked the "
-               "server's event loop (not a speed-up); 'step vs TPOT' is the cost"
+               "server's event loop (not a speed-up); 'GPU-side cost' is the cost"
                if p.overhead_pct is not None and p.overhead_pct < 0 else "")
     tpot = [x.metrics.stat("median_tpot_ms") for x in usable]
     vs = (f"uncaptured median TPOT {statistics.median(tpot):.3f} ms" if tpot and all(tpot) else "")
-    note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", vs, bunched, *p.warnings)
-                     if x)
-    return [label, p.label, f"{t.role} {t.pid}", s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
+    note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", vs, bunched,
+                                 _phase_note(p.window_prefill_share), _coverage_note(p, s), *p.warnings) if x)
+    return [label, p.label, f"{t.role} {t.pid}", _pct(p.window_prefill_share), s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
             ms(c.get("int4_gemm")), ms(s.class_ms_median.get("int4_gemm")), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")), ms(c.get("comm")),
-            ms(rest), ms(s.idle_ms_mean), step_cost_pct(s.step_ms_mean, usable), p.overhead_pct, note]
+            ms(rest), ms(s.idle_ms_mean), step_cost_pct(p, s.steps, s.step_ms_mean), p.overhead_pct, note]
 
 
 def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
@@ -89,13 +123,16 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
               "layer's shapes at M = the point's decode batch (Little's law over its measured repeats). 'other "
               "GEMM' holds the lm_head; 'other kernels' are norms, activations, rotary, sampling, copies and the "
               "unclassified; 'idle' is the step minus the union of its kernels: the GPU waiting for the host. "
-              "'step vs TPOT' is the capture's cost seen on the GPU: the window's mean step against the point's "
-              "uncaptured mean TPOT (median of its repeats); 'client cost' compares output tok/s reaching the client "
+              "'in prefill %' is the share of the pass's requests in flight mid-window that had no first token yet "
+              f"(above {100 * PREFILL_PHASE:.0f}% the window is a prefill phase, said in the notes). "
+              "'GPU-side cost' is the capture's cost from the timeline: the window's decode rate (requests decoding "
+              "mid-window x 1000 / mean step ms) against the output tok/s of an uncaptured window one wave earlier in "
+              "the same pass; 'client cost' compares output tok/s reaching the client "
               "inside the window with an uncaptured window of the same pass, which is invalid when the profiler's "
               "start blocks the server's event loop (tokens then arrive bunched: the notes say so).")
-        doc.table(["engine", "point", "process", "steps", "step ms (median)", "step ms (mean)", "int4 GEMM ms",
+        doc.table(["engine", "point", "process", "in prefill %", "steps", "step ms (median)", "step ms (mean)", "int4 GEMM ms",
                    "int4 GEMM ms (median step)", "predicted int4 GEMM ms", "batch", "other GEMM ms", "attention ms", "comm ms",
-                   "other kernels ms", "idle ms", "step vs TPOT %", "client cost %", "notes"],
+                   "other kernels ms", "idle ms", "GPU-side cost %", "client cost %", "notes"],
                   [_row(lb, sv, p, table) for lb, sv, p in profiled])
         for lb, _sv, p in profiled:
             t = _main_trace(p)

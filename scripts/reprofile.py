@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Re-analyses the kept traces of saved serve-bench runs' profiled passes (llmcompare/timeline.py with the current
-kernel classes, kernelclass.py) and rewrites run.json (atomically); for runs captured before a change of either.
+kernel classes, kernelclass.py), and each window's prefill share from the pass's saved requests, and rewrites
+run.json (atomically); for runs captured before a change of either.
 A run's README says when it was applied. Nothing else in run.json changes.
 
   python scripts/reprofile.py RUN_DIR [RUN_DIR...] [--anchor SUBSTRING]
@@ -9,16 +10,37 @@ A run's README says when it was applied. Nothing else in run.json changes.
 from __future__ import annotations
 
 import argparse
+import json
+import lzma
 from pathlib import Path
+from types import SimpleNamespace
 
+from llmcompare.capture import in_flight
 from llmcompare.results import load_run, write_json
 from llmcompare.timeline import analyze
+
+
+def pass_records(run_dir: Path, engine: str, index: int) -> list:
+    """The profiled pass's request lines of a point (<engine>.profile.requests.jsonl, or its .xz)."""
+    for f, opener in ((run_dir / f"{engine}.profile.requests.jsonl", open),
+                      (run_dir / f"{engine}.profile.requests.jsonl.xz", lzma.open)):
+        if f.exists():
+            with opener(f, "rt") as fi:
+                return [SimpleNamespace(**d) for line in fi if (d := json.loads(line)).get("point") == index]
+    return []
 
 
 def reprofile(run_dir: str, anchor: str | None) -> None:
     run = load_run(run_dir)
     for name, e in run.engines.items():
         for prof in e.profiles:
+            recs = pass_records(Path(run.dir), name, prof.index)
+            if len(recs) == prof.requests and prof.window_s:  # one pass of the point on file: its window's phase
+                n = in_flight(recs, prof.window_s)
+                if n:
+                    prof.window_in_flight, prof.window_prefill_share = n[0], round(n[1] / n[0], 3)
+                print(f"{name} {prof.label}: {prof.window_prefill_share} of the requests in flight mid-window "
+                      "were before their first token")
             for t in prof.traces:
                 f = Path(run.dir) / t.file if t.file else None
                 if not f or not f.exists():

@@ -93,6 +93,12 @@ def test_the_estimate_uses_the_runs_measured_durations(capsys):
     assert prog.guess_s[("vllm", 6, 0)] == (pytest.approx(sum(c64) / len(c64)), True)
     assert prog.startups_s == pytest.approx(run.engines["vllm"].ready_s)  # one start, its ready_s on file
     assert "rough: 30 ms per output token" in line
+    # an engine this run has not started yet: its kind's rough start-up (vLLM compiles and captures graphs)
+    todo_tm = campaign.cells_to_do(s, plan, ["vllm", "turbomind"], run, "untrusted")
+    run.engines.pop("turbomind", None)
+    prog2, line2 = campaign.estimate(s, campaign.Campaign(plan, todo_tm), run)
+    assert prog2.startups_s == pytest.approx(run.engines["vllm"].ready_s + 30.0)
+    assert "(1 a rough guess by engine kind)" in line2
     # as cells finish, the rough guesses are scaled by what the finished rough ones took
     (rough_key,) = [k for k, (g, m) in prog.guess_s.items() if not m][:1]
     g = prog.guess_s[rough_key][0]

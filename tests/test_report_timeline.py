@@ -30,21 +30,30 @@ def served(telemetry: TelemetrySummary | None = None) -> Served:
 
 def test_row_puts_measured_int4_gemm_beside_the_prediction_at_the_batch():
     row = R._row("tm", served(), served().rec.profiles[0], table())
-    (eng, point, proc, steps, med, mean, int4, int4_med, pred, batch, gemm, attn, comm, rest, idle, step_cost, cost,
+    (eng, point, proc, in_prefill, steps, med, mean, int4, int4_med, pred, batch, gemm, attn, comm, rest, idle, step_cost, cost,
      note) = row
-    assert (eng, point, proc, steps) == ("tm", "c=4", "api-server 9", 4)
+    assert (eng, point, proc, in_prefill, steps) == ("tm", "c=4", "api-server 9", "–", 4)
     assert int4 == int4_med == "0.045"  # 3 layers x (10 + 5) µs, measured from the trace
     assert pred == "0.040"  # the table's 2 layers x 2 shapes x 10 µs ("fast" at M = 3.6)
     assert batch == pytest.approx(3.6) and gemm == "0.030" and attn == "0.060" and comm == "–"
     assert rest == f"{(5 * 3 + 4 + 1) / 1000:.3f}" and idle == "0.050" and cost == 3.5 and note == ""
     assert step_cost is None  # no mean TPOT on file
+    sv = served()
+    sv.rec.profiles[0].window_prefill_share = 0.44
+    row = R._row("tm", sv, sv.rec.profiles[0], table())
+    assert row[3] == "44" and "the window fell in a wave's prefill phase (44% of the requests" in row[-1]
 
 
-def test_step_cost_is_the_windows_mean_step_against_the_uncaptured_mean_tpot():
-    m = [Metrics(completed=4, stats={"mean_tpot_ms": t}) for t in (10.0, 12.0, 11.0)]
-    pts = [PointResult(index=0, concurrency=4, status="complete", metrics=x) for x in m]
-    assert R.step_cost_pct(12.1, pts) == 10.0  # 12.1 ms against the median 11.0 ms
-    assert R.step_cost_pct(None, pts) is None and R.step_cost_pct(5.0, []) is None
+def test_gpu_side_cost_is_the_windows_decode_rate_against_the_uncaptured_window():
+    # TurboMind 0.18, c=64 on the H200: 64 decoding, 9.839 ms mean step, 6,881 tok/s one wave earlier
+    p = ProfileRecord(window_in_flight=64, window_prefill_share=0.0, baseline_output_tok_s=6881.462,
+                      window_s=[10.0, 11.0])
+    assert R.step_cost_pct(p, 105, 9.8394) == round(100 * (1 - 64 * 1000 / 9.8394 / 6881.462), 1) == 5.5
+    assert R.step_cost_pct(p, 26, 17.6) is None  # its steps cover 46% of the window (vLLM, c=256)
+    p.window_prefill_share = 0.44  # a prefill phase: no decode rate
+    assert R.step_cost_pct(p, 105, 9.8394) is None
+    no_base = ProfileRecord(window_in_flight=4, window_prefill_share=0.0, window_s=[0.0, 1.0])
+    assert R.step_cost_pct(no_base, 200, 5.0) is None
 
 
 def test_section_renders_steps_and_telemetry():
@@ -54,7 +63,7 @@ def test_section_renders_steps_and_telemetry():
     R.timeline_section(doc, {"tm": served(tel)}, [])
     md = doc.markdown()
     assert "## Measured: GPU time per decode step" in md and "no kernel-bench run given" in md
-    assert "| tm | c=4 | api-server 9 | 4 |" in md and "sm90_xmma_gemm_f16f16_f32" in md
+    assert "| tm | c=4 | api-server 9 | – | 4 |" in md and "sm90_xmma_gemm_f16f16_f32" in md
     assert "## GPU telemetry" in md and "| 12.500 |" in md  # J/token, 3 decimals
     doc = Doc()
     R.timeline_section(doc, {"tm": served(TelemetrySummary(why_not="nvidia-smi not on PATH"))}, [])

@@ -3,6 +3,7 @@ built here (a parser test: the real traces come from test_profile.py on vLLM's C
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -44,10 +45,19 @@ def test_registry_names_the_engines_kernels():
     assert c("void vllm::fused_add_rms_norm_kernel<...>") == "norm_act"
     assert c("void at::native::vectorized_elementwise_kernel<...>") == "norm_act"
     assert c("void vllm::reshape_and_cache_flash_kernel<...>") == "attention"  # the KV-cache write
+    tm_kv = "void turbomind::ProcessKV_v2<__half, 64, 128, 4>(char**, turbomind::RopeKernelParam, cutlass::FastDivmod)"
+    assert c(tm_kv) == "attention" and c("void turbomind::flattenKV_v2<64, 128, 4, __half>") == "attention"
     assert c("Memcpy HtoD (Pinned -> Device)") == "copy"
     assert c("argmax_kernel") == "sampling"
     assert c("aten::linear") == "gemm" and c("aten::mm") == "gemm"
     assert c("some_unknown_thing") == "other"
+    # Inductor's fused Triton kernels name the ops they read: a Machete GEMM's output is not a GEMM (vLLM 0.26, H200)
+    assert c("triton_red_fused_fused_add_rms_norm_machete_mm_2") == "norm_act"
+    assert c("triton_poi_fused_machete_mm_mul_silu_slice_1") == "norm_act"
+    assert c("triton_poi_fused_3") == "other"
+    machete = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+               "machete::MacheteCollectiveMma<cute::tuple<cutlass::integer_subbyte<4, false>, cutlass::half_t>>>")
+    assert c(machete) == "int4_gemm"
     with pytest.raises(ValueError, match="valid: int4_gemm, comm"):
         kernelclass.check_class("profile.x", "bogus")
 
@@ -101,3 +111,18 @@ def test_cpu_trace_uses_outermost_ops_and_finds_steps_without_a_gemm():
     assert s.class_ms_mean == {"gemm": 0.1, "sampling": 0.01} and s.idle_ms_mean == pytest.approx(0.09)
     empty = timeline.summarize(*timeline.events({"traceEvents": []}))
     assert empty.steps == 0 and "no kernel" in empty.note
+
+
+H200_MAP = Path(__file__).resolve().parent.parent / "reports/h200-map/qwen-map-h200-20261203-013249"
+
+
+@pytest.mark.skipif(not H200_MAP.exists(), reason="the committed H200 map run is not in this checkout")
+def test_real_h200_traces_split_at_the_lm_head_with_no_fused_triton_kernel_taken_for_a_gemm():
+    # vLLM 0.26's EngineCore at c=64 (CUDA graphs, Machete): Inductor's triton_*_machete_mm_* kernels are norms
+    s = timeline.analyze(H200_MAP / "vllm.profile-p10.pid953.trace.json.gz", None)
+    assert s.anchor.startswith("nvjet_sm90") and s.steps == 155
+    assert not [k for k in s.top_kernels if k["name"].startswith("triton_") and k["class"] == "int4_gemm"]
+    assert 3.0 < s.class_ms_mean["int4_gemm"] < 3.7 and 1.3 < s.class_ms_mean["attention"] < 1.6
+    # TurboMind 0.18 at c=256 in a prefill phase: its per-layer ProcessKV is attention, not the step's anchor
+    s = timeline.analyze(H200_MAP / "turbomind.profile-p11.pid732.trace.json.gz", None)
+    assert s.anchor.startswith("nvjet_sm90") and s.steps == 7
