@@ -188,11 +188,12 @@ def in_flight(records: list, window: list[float]) -> tuple[int, int] | None:
     return len(live), sum(1 for r in live if r.ttft_ms is None or r.dispatch_s + r.ttft_ms / 1000.0 > mid)
 
 
-def prefill_share(records: list, window: list[float]) -> float | None:
-    """Of the requests in flight mid-window, the share before their first token: near 0 when the window holds
-    decode steps, near 1 when it holds a prefill."""
-    n = in_flight(records, window)
-    return round(n[1] / n[0], 3) if n else None
+def set_window_phase(rec: ProfileRecord, records: list) -> None:
+    """rec.window_in_flight and window_prefill_share (of those in flight, the share before their first token: near
+    0 when the window holds decode steps, near 1 when it holds a prefill) from the pass's requests."""
+    n = in_flight(records, rec.window_s)
+    if n:
+        rec.window_in_flight, rec.window_prefill_share = n[0], round(n[1] / n[0], 3)
 
 
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
@@ -285,9 +286,7 @@ def _figures(rec: ProfileRecord, pr, window: list[float], point: float | None, b
         return
     rec.window_s = [round(w, 4) for w in window]
     rec.window_output_tok_s = _tok_s(pr, window)
-    n = in_flight(pr.records, window)
-    if n:
-        rec.window_in_flight, rec.window_prefill_share = n[0], round(n[1] / n[0], 3)
+    set_window_phase(rec, pr.records)
     rec.point_output_tok_s = point
     if len(base) == 2:
         rec.baseline_window_s = [round(w, 4) for w in base]

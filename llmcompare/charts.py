@@ -13,12 +13,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 Series = dict[str, list[tuple[float, float]]]  # label -> [(x, y)]
 
 
-
 def panels_grid(n: int, max_cols: int, panel_w_in: float, panel_h_in: float):
     """A figure of n panels, at most max_cols per row (inches per panel): (fig, axes[rows][cols])."""
     cols = min(max_cols, n)
     rows = math.ceil(n / cols)
     return plt.subplots(rows, cols, figsize=(panel_w_in * cols, panel_h_in * rows), squeeze=False)
+
 
 def _save(fig, path: Path) -> str:
     fig.tight_layout()

@@ -4,8 +4,6 @@ the point's batch; and energy per output token. Reads saved files only."""
 
 from __future__ import annotations
 
-import statistics
-
 from .attribution import KernelTable, engine_backend, point_profile
 from .doc import Doc
 from .kernelclass import ORDER
@@ -55,9 +53,8 @@ def step_cost_pct(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> f
     bunched); None when the window is a prefill phase, its steps cover under 80% of it (steps the anchor does
     not mark: vLLM at c=256 on the H200), or a figure is missing."""
     share, cov = p.window_prefill_share, coverage(p, steps, step_ms_mean)
-    if not step_ms_mean or not p.window_in_flight or share is None or share > PREFILL_PHASE or not cov or cov < 0.8:
-        return None
-    if not p.baseline_output_tok_s:
+    if (not step_ms_mean or not p.window_in_flight or not p.baseline_output_tok_s or share is None
+            or share > PREFILL_PHASE or not cov or cov < 0.8):
         return None
     decoding = p.window_in_flight * (1.0 - share)
     return round(100.0 * (1.0 - decoding * 1000.0 / step_ms_mean / p.baseline_output_tok_s), 1)
@@ -99,9 +96,7 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
     bunched = ("client cost < 0: tokens reached the client bunched after the profiler's start blocked the "
                "server's event loop (not a speed-up); 'GPU-side cost' is the cost"
                if p.overhead_pct is not None and p.overhead_pct < 0 else "")
-    tpot = [x.metrics.stat("median_tpot_ms") for x in usable]
-    vs = (f"uncaptured median TPOT {statistics.median(tpot):.3f} ms" if tpot and all(tpot) else "")
-    note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", vs, bunched,
+    note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", bunched,
                                  _phase_note(p.window_prefill_share), _coverage_note(p, s), *p.warnings) if x)
     return [label, p.label, f"{t.role} {t.pid}", _pct(p.window_prefill_share), s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
             ms(c.get("int4_gemm")), ms(s.class_ms_median.get("int4_gemm")), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")), ms(c.get("comm")),

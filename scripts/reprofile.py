@@ -15,7 +15,7 @@ import lzma
 from pathlib import Path
 from types import SimpleNamespace
 
-from llmcompare.capture import in_flight
+from llmcompare.capture import set_window_phase
 from llmcompare.results import load_run, write_json
 from llmcompare.timeline import analyze
 
@@ -36,9 +36,7 @@ def reprofile(run_dir: str, anchor: str | None) -> None:
         for prof in e.profiles:
             recs = pass_records(Path(run.dir), name, prof.index)
             if len(recs) == prof.requests and prof.window_s:  # one pass of the point on file: its window's phase
-                n = in_flight(recs, prof.window_s)
-                if n:
-                    prof.window_in_flight, prof.window_prefill_share = n[0], round(n[1] / n[0], 3)
+                set_window_phase(prof, recs)
                 print(f"{name} {prof.label}: {prof.window_prefill_share} of the requests in flight mid-window "
                       "were before their first token")
             for t in prof.traces:

@@ -1,8 +1,9 @@
 """Where a profiled pass's capture window falls (capture.py): in the decode phase of a wave, and how much of the
 window's traffic was still before its first token."""
 
-from llmcompare.capture import decode_delay_s, prefill_share
+from llmcompare.capture import decode_delay_s, set_window_phase
 from llmcompare.client import RequestRecord
+from llmcompare.profiles import ProfileRecord
 from llmcompare.results import Metrics, PointResult
 
 
@@ -24,9 +25,15 @@ def rec(dispatch_s: float, ttft_ms: float, e2el_ms: float) -> RequestRecord:
                          e2el_ms=e2el_ms, success=True)
 
 
+def phase(rs: list, window: list[float]) -> tuple:
+    p = ProfileRecord(window_s=window)
+    set_window_phase(p, rs)
+    return p.window_in_flight, p.window_prefill_share
+
+
 def test_prefill_share_counts_requests_in_flight_before_their_first_token():
     rs = [rec(0.0, 100, 5000), rec(0.0, 3000, 5000), rec(1.0, 2500, 5000), rec(4.0, 100, 500)]
     # mid-window 2.5 s: the first three are in flight; the 2nd (first token at 3.0 s) and 3rd (3.5 s) wait
-    assert prefill_share(rs, [2.0, 3.0]) == round(2 / 3, 3)
-    assert prefill_share(rs, [4.2, 4.4]) == 0.0  # all four past their first tokens at 4.3 s
-    assert prefill_share(rs, [9.0, 10.0]) is None and prefill_share(rs, []) is None
+    assert phase(rs, [2.0, 3.0]) == (3, round(2 / 3, 3))
+    assert phase(rs, [4.2, 4.4]) == (4, 0.0)  # all four past their first tokens at 4.3 s
+    assert phase(rs, [9.0, 10.0]) == (None, None) and phase(rs, []) == (None, None)
