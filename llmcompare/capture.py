@@ -32,6 +32,7 @@ from .timeline import analyze
 HOOK_DIR = Path(__file__).resolve().parent / "profhook"
 START_WAIT_S = 10.0  # for every signalled process to answer a start
 WRITE_WAIT_S = 300.0  # for traces to be written (a 1-2 s window on a GPU is 50-190 MB of JSON)
+POLL_S = 0.01  # how often a profiled pass looks at its requests in flight
 
 
 def hook_env(enabled: bool, work_dir: Path, engine_env: dict[str, str]) -> dict[str, str]:
@@ -155,24 +156,23 @@ async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: l
             # wave to spare (on the H200 a 3-wave pass at c=256 ended before its third wave's window opened)
             n = max(max(p.num_prompts for p in pts), 4 * (point.key.concurrency or 1))
             await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
-                                profile.seconds, abort, profile.anchor,
-                                delay_s=decode_delay_s(pts, profile.seconds))
+                                profile.seconds, abort, profile.anchor, cap_s=decode_cap_s(pts))
 
 
-def decode_delay_s(pts: list, seconds: float) -> float:
-    """How long after a wave's last request finished the window opens, in s: the next wave's slowest prefill
-    (the point's p99 TTFT) plus a quarter of what is left of its median E2EL, so that the window holds decode
-    steps when prompts and outputs have fixed lengths; at most E2EL - seconds (the window ends inside the wave).
-    Medians over the point's repeats with figures. (Half the median E2EL, the first rule, fell in the prefill
-    phase at c=256 with 1024-token prompts on the H200, where p99 TTFT is ~70% of E2EL.)"""
-    def med(key: str) -> float | None:
-        vals = [v for p in pts if p.metrics and p.metrics.completed and (v := p.metrics.stat(key))]
-        return statistics.median(vals) / 1000.0 if vals else None
-    e2el, ttft = med("median_e2el_ms"), med("p99_ttft_ms") or med("median_ttft_ms")
-    if not e2el:
-        return 0.0
-    ttft = min(ttft or 0.0, e2el)
-    return round(max(0.0, min(ttft + (e2el - ttft) / 4.0, e2el - seconds)), 3)
+def decode_cap_s(pts: list) -> float:
+    """How long, after a wave's last request finished, a window may wait for the decode phase, in s: the point's
+    median E2EL (the median over its repeats with figures; 60 s without one)."""
+    vals = [v for p in pts if p.metrics and p.metrics.completed and (v := p.metrics.stat("median_e2el_ms"))]
+    return round(statistics.median(vals) / 1000.0, 3) if vals else 60.0
+
+
+def all_decoding(live, c: int) -> bool:
+    """A full load (c requests) in flight and every one past its first token: no prompt is being prefilled or
+    waits in the engine's queue, so the engine's steps are decode steps until the first of them finishes. (On the
+    H200 at c=256 with 1024-token prompts, both engines spent ~7 s of each ~10 s wave prefilling the next wave's
+    prompts in chunks inside every step, ~190 ms a step for vLLM; the pure decode phase lasted ~2.5 s.)"""
+    live = list(live)
+    return len(live) >= c and all(r.chunk_ms for r in live)
 
 
 def in_flight(records: list, window: list[float]) -> tuple[int, int] | None:
@@ -198,29 +198,41 @@ def set_window_phase(rec: ProfileRecord, records: list) -> None:
 
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
                         key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None,
-                        delay_s: float = 0.0) -> ProfileRecord:
-    """One extra pass of the point: once its first c requests have finished and `delay_s` more, an uncaptured
-    window of `seconds` (the baseline); once 2c have finished and `delay_s` more, the captured window, at the
-    same phase of the next wave. The capture's cost is the captured window's output tok/s against the baseline's
-    (the trace is written after the capture stops, a stall that falls after both windows)."""
+                        cap_s: float = 60.0) -> ProfileRecord:
+    """One extra pass of the point: once its first c requests have finished, at the first moment every request
+    in flight is past its first token (all_decoding; at most `cap_s` later), an uncaptured window of `seconds`
+    (the baseline); once 2c have finished, the captured window, at the same phase of the next wave. The
+    capture's cost is the captured window's output tok/s against the baseline's (the trace is written after the
+    capture stops, a stall that falls after both windows)."""
     rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
-                        output_len=key.output_len, started_at=now(), requests=len(specs),
-                        delay_s=round(delay_s, 3))
+                        output_len=key.output_len, started_at=now(), requests=len(specs))
     profiles = rf.run.engines[engine].profiles
     profiles.append(rec)
     rf.save()
     done, window, started, base = [0], [], [], []
+    live: dict[int, object] = {}  # id -> RequestRecord of the requests in flight
     c = key.concurrency or 1
 
     def on_record(r) -> None:
         done[0] += 1
+        live.pop(id(r), None)
         append_jsonl(rf.path(engine, "profile.requests.jsonl"), {"point": index, "label": key.label, **r.to_json()})
+
+    async def decode_phase(which: str) -> None:
+        t_wave = time.perf_counter()
+        while not all_decoding(live.values(), c):
+            if time.perf_counter() - t_wave > cap_s:
+                rec.warnings.append(f"the {which} window opened {cap_s:g} s after its wave ended without a moment "
+                                    "when every request in flight was past its first token: it may hold prefill")
+                break
+            await asyncio.sleep(POLL_S)
+        rec.delay_s = round(time.perf_counter() - t_wave, 3)
 
     async def control() -> None:
         for wave, marks in ((1, base), (2, None)):
             while done[0] < wave * c:
-                await asyncio.sleep(0.02)
-            await asyncio.sleep(delay_s)
+                await asyncio.sleep(POLL_S)
+            await decode_phase("baseline" if marks is not None else "captured")
             if marks is not None:  # the baseline: same phase, one wave earlier, nothing captured
                 marks.append(time.perf_counter() - t0)
                 await asyncio.sleep(seconds)
@@ -236,7 +248,8 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     ctl = asyncio.create_task(control())
     try:
         pr = await loadgen.run_point(session, req, key, specs, on_record=on_record, abort=abort,
-                                     desc=f"{engine} {key.label} (profiled)")
+                                     desc=f"{engine} {key.label} (profiled)",
+                                     on_start=lambda r: live.__setitem__(id(r), r))
     finally:
         ctl.cancel()
         await asyncio.gather(ctl, return_exceptions=True)
@@ -281,7 +294,7 @@ def _figures(rec: ProfileRecord, pr, window: list[float], point: float | None, b
         rec.pass_output_tok_s = round(sum(r.output_tokens or 0 for r in done) / pr.duration_s, 3)
     if len(window) != 2:
         rec.error = (f"the pass ended before its capture window opened (after {2 * (rec.concurrency or 1)} "
-                     "requests finished and the point's p99 TTFT and a quarter of its decode more): nothing was "
+                     "requests finished, once every request in flight was past its first token): nothing was "
                      "captured")
         return
     rec.window_s = [round(w, 4) for w in window]

@@ -138,10 +138,11 @@ def arrivals(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
 async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, specs: list[RequestSpec],
                     burstiness: float = 1.0, seed: int = 0,
                     on_record: Callable[[RequestRecord], None] | None = None,
-                    abort: Callable[[], str | None] | None = None, desc: str | None = None) -> PointRun:
+                    abort: Callable[[], str | None] | None = None, desc: str | None = None,
+                    on_start: Callable[[RequestRecord], None] | None = None) -> PointRun:
     """Sends `specs` under load `key` and returns every finished request; failures are recorded, never raised.
     When `abort` names a reason (the server died), nothing more is sent and requests in flight are recorded as
-    cut off."""
+    cut off. on_start(rec): a request is about to be sent (its record fills in as its chunks arrive)."""
     run = PointRun()
     bar = tqdm(total=len(specs), desc=desc, unit="req", leave=True, dynamic_ncols=True, disable=desc is None)
     stop = asyncio.Event()
@@ -161,6 +162,8 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
         if stop.is_set():
             return
         rec = RequestRecord(i, spec.prompt_len, spec.output_len, scheduled_s=scheduled_s)
+        if on_start is not None:
+            on_start(rec)
         await stream_completion(session, req.url, completion_body(req.model, spec, req.body), rec, t0, req.timeout_s)
         if not rec.success:
             check_abort()  # a failure may be the server dying: then it is not the engine's result

@@ -43,7 +43,10 @@ class ProfileRecord:
     baseline_output_tok_s: float | None = None  # output tok/s in it
     overhead_pct: float | None = None  # 100 * (1 - window / baseline), else 100 * (1 - window / point)
     requests: int = 0
-    delay_s: float = 0.0  # after c (2c) requests finished, the (baseline) window waited this long (decode_delay_s)
+    # s from the wave's end (2c requests finished) to the captured window's start: the wait for every request in
+    # flight to be past its first token (capture.all_decoding); runs before 2026-12-03 (session 6) waited a fixed
+    # delay instead (half the median E2EL, then p99 TTFT + a quarter of the rest of it)
+    delay_s: float = 0.0
     window_in_flight: int | None = None  # requests in flight at the window's middle (client's view)
     window_prefill_share: float | None = None  # of the requests in flight mid-window, the share before its 1st token
     traces: list[TraceFile] = field(default_factory=list)

@@ -2,9 +2,9 @@
 
 profile:
   points: [64]             # concurrencies (of load.concurrency) to capture; [] (default): none
-  seconds: 2.0             # capture window, started once the pass's first 2c requests have finished and then
-                           # the point's p99 TTFT and a quarter of the rest of its E2EL (capture.decode_delay_s:
-                           # the next wave's decode steps when lengths are fixed)
+  seconds: 2.0             # capture window, started once the pass's first 2c requests have finished, at the
+                           # first moment every request in flight is past its first token (capture.all_decoding:
+                           # decode steps only; at most the point's median E2EL later)
   input_len: null          # with a grid: capture only the cell of this input length (null: every cell)
   output_len: null         # likewise for the output length
   anchor: null             # kernel name marking steps (timeline.py); null: found from the timeline

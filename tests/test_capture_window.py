@@ -1,7 +1,7 @@
 """Where a profiled pass's capture window falls (capture.py): in the decode phase of a wave, and how much of the
 window's traffic was still before its first token."""
 
-from llmcompare.capture import decode_delay_s, set_window_phase
+from llmcompare.capture import all_decoding, decode_cap_s, set_window_phase
 from llmcompare.client import RequestRecord
 from llmcompare.profiles import ProfileRecord
 from llmcompare.results import Metrics, PointResult
@@ -12,12 +12,19 @@ def point(e2el_ms: float, p99_ttft_ms: float) -> PointResult:
     return PointResult(index=0, concurrency=4, status="complete", metrics=m)
 
 
-def test_delay_skips_the_next_waves_prefill_and_keeps_the_window_inside_the_wave():
-    # c=256, 1024-token prompts on the H200: p99 TTFT 8.3 s of an 11.6 s E2EL (medians of the repeats)
-    assert decode_delay_s([point(11600, 8300), point(11700, 8200), point(11500, 8400)], 1.0) == 9.125
-    assert decode_delay_s([point(2000, 40)], 1.0) == 0.53  # c=1: 40 ms + (2 s - 40 ms) / 4
-    assert decode_delay_s([point(1200, 1000)], 1.0) == 0.2  # no room: the window still ends inside the wave
-    assert decode_delay_s([], 1.0) == 0.0
+def test_the_window_waits_for_every_request_in_flight_to_be_past_its_first_token():
+    def live(*chunks):
+        return [RequestRecord(index=i, prompt_len=8, output_len=8, chunk_ms=list(c)) for i, c in enumerate(chunks)]
+    assert all_decoding(live([10.0], [12.0, 20.0], [30.0]), 3)
+    assert not all_decoding(live([10.0], [], [30.0]), 3)  # one prompt still in prefill (or queued)
+    assert not all_decoding(live([10.0], [12.0]), 3)  # not a full load: the pass's tail
+    assert all_decoding([], 0)
+
+
+def test_the_wait_for_the_decode_phase_is_capped_at_the_points_median_e2el():
+    # c=256, 1024-token prompts on the H200: E2EL 11.6 s (medians of the repeats)
+    assert decode_cap_s([point(11600, 8300), point(11700, 8200), point(11500, 8400)]) == 11.6
+    assert decode_cap_s([]) == 60.0
 
 
 def rec(dispatch_s: float, ttft_ms: float, e2el_ms: float) -> RequestRecord:
