@@ -36,6 +36,18 @@ def _predicted(table: KernelTable | None, backend: str | None, batch: float | No
 
 
 PREFILL_PHASE = 0.2  # above this share of in-flight requests before their first token, a window is not decode
+# above this ratio of the median step's int4 GEMM time to kernel-bench's at the decode batch, the steps carry
+# prefill chunks (chunked prefill of other requests' prompts inside every step): on the H200 at c=256 with 1024-token
+# prompts, 105-166 ms against 5-8 ms predicted, while only 12% of the requests in flight lacked a first token
+MIXED_STEPS = 3.0
+
+
+def mixed_ratio(gemm_ms_median: float | None, pred_ms: float | None) -> float | None:
+    """The median step's int4 GEMM time over kernel-bench's at the decode batch when it exceeds MIXED_STEPS."""
+    if not gemm_ms_median or not pred_ms:
+        return None
+    r = gemm_ms_median / pred_ms
+    return r if r > MIXED_STEPS else None
 
 
 def coverage(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> float | None:
@@ -45,15 +57,15 @@ def coverage(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> float 
     return steps * step_ms_mean / (1000.0 * (p.window_s[1] - p.window_s[0]))
 
 
-def step_cost_pct(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> float | None:
+def step_cost_pct(p: ProfileRecord, steps: int, step_ms_mean: float | None, mixed: bool = False) -> float | None:
     """The capture's cost seen on the GPU, in %: the window's decode rate from its own timeline (requests decoding
     mid-window x steps per second, 1000 / mean step ms) against the output tok/s the client received in the
     uncaptured window of the same pass (same phase, one wave earlier). Unlike the client-side cost it does not
     count tokens as they reach the client (an engine whose event loop the profiler's start blocks delivers them
-    bunched); None when the window is a prefill phase, its steps cover under 80% of it (steps the anchor does
-    not mark: vLLM at c=256 on the H200), or a figure is missing."""
+    bunched); None when the window is a prefill phase, its steps carry prefill chunks (`mixed`), its steps cover
+    under 80% of it (steps the anchor does not mark: vLLM at c=256 on the H200), or a figure is missing."""
     share, cov = p.window_prefill_share, coverage(p, steps, step_ms_mean)
-    if (not step_ms_mean or not p.window_in_flight or not p.baseline_output_tok_s or share is None
+    if (mixed or not step_ms_mean or not p.window_in_flight or not p.baseline_output_tok_s or share is None
             or share > PREFILL_PHASE or not cov or cov < 0.8):
         return None
     decoding = p.window_in_flight * (1.0 - share)
@@ -65,6 +77,13 @@ def _phase_note(share: float | None) -> str:
         return ""
     return (f"the window fell in a wave's prefill phase ({100 * share:.0f}% of the requests in flight had no first "
             "token yet): its steps are prefill steps, not decode steps")
+
+
+def _mixed_note(ratio: float | None, gemm_ms: float | None, pred_ms: float | None, batch) -> str:
+    if ratio is None:
+        return ""
+    return (f"its steps carry prefill chunks: the median step's int4 GEMM ({gemm_ms:.1f} ms) is {ratio:.0f}x "
+            f"kernel-bench's for a decode batch of {batch} ({pred_ms:.2f} ms): not a decode measurement")
 
 
 def _coverage_note(p: ProfileRecord, s) -> str:
@@ -92,15 +111,19 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
                 "–", "–", "–", "–", None, p.overhead_pct, note]
     s = t.steps
     c = s.class_ms_mean
+    gemm_med = s.class_ms_median.get("int4_gemm")
+    mixed = mixed_ratio(gemm_med, pred)
     rest = sum(c.get(k, 0.0) for k in REST)
     bunched = ("client cost < 0: tokens reached the client bunched after the profiler's start blocked the "
                "server's event loop (not a speed-up); 'GPU-side cost' is the cost"
                if p.overhead_pct is not None and p.overhead_pct < 0 else "")
     note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", bunched,
-                                 _phase_note(p.window_prefill_share), _coverage_note(p, s), *p.warnings) if x)
+                                 _phase_note(p.window_prefill_share), _mixed_note(mixed, gemm_med, pred, batch),
+                                 _coverage_note(p, s), *p.warnings) if x)
     return [label, p.label, f"{t.role} {t.pid}", _pct(p.window_prefill_share), s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
-            ms(c.get("int4_gemm")), ms(s.class_ms_median.get("int4_gemm")), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")), ms(c.get("comm")),
-            ms(rest), ms(s.idle_ms_mean), step_cost_pct(p, s.steps, s.step_ms_mean), p.overhead_pct, note]
+            ms(c.get("int4_gemm")), ms(gemm_med), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")),
+            ms(c.get("comm")), ms(rest), ms(s.idle_ms_mean), step_cost_pct(p, s.steps, s.step_ms_mean, mixed is not None),
+            p.overhead_pct, note]
 
 
 def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:

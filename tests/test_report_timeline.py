@@ -54,6 +54,18 @@ def test_gpu_side_cost_is_the_windows_decode_rate_against_the_uncaptured_window(
     assert R.step_cost_pct(p, 105, 9.8394) is None
     no_base = ProfileRecord(window_in_flight=4, window_prefill_share=0.0, window_s=[0.0, 1.0])
     assert R.step_cost_pct(no_base, 200, 5.0) is None
+    p.window_prefill_share = 0.0
+    assert R.step_cost_pct(p, 105, 9.8394, mixed=True) is None  # steps carrying prefill chunks: no decode rate
+
+
+def test_steps_whose_int4_gemm_is_far_above_a_decode_batchs_are_called_mixed():
+    # H200, c=256 in=1024, the window 12% before first tokens: TurboMind's median step 105.5 ms of int4 GEMM
+    # against kernel-bench's 8.43 ms at its decode batch; c=64: 7.22 against 7.04
+    assert R.mixed_ratio(105.493, 8.426) == 105.493 / 8.426
+    assert R.mixed_ratio(7.215, 7.037) is None and R.mixed_ratio(None, 7.0) is None and R.mixed_ratio(7.0, None) is None
+    note = R._mixed_note(R.mixed_ratio(105.493, 8.426), 105.493, 8.426, 156.6)
+    assert note == ("its steps carry prefill chunks: the median step's int4 GEMM (105.5 ms) is 13x kernel-bench's "
+                    "for a decode batch of 156.6 (8.43 ms): not a decode measurement")
 
 
 def test_section_renders_steps_and_telemetry():
