@@ -12,7 +12,8 @@ A serve-bench run directory holds
 A kernel-bench run directory holds run.json (KernelRun, schema KERNEL_SCHEMA), kernels.csv and worker logs.
 
 One writer and one reader per schema: `to_json` / `from_json` here. The reader still accepts the /1 schemas
-(files committed under reports/ before points had repeats, steady-state windows and trust checks).
+(files committed under reports/ before points had repeats, steady-state windows and trust checks) and /2;
+oldfiles.py fills in what older files did not carry.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from .codec import _plain, record
 from .kernelrun import KERNEL_SCHEMA, KernelPoint, KernelRun
+from .oldfiles import upgrade
 from .prefixcache import PrefixCache
 from .profiles import ProfileRecord
 from .telemetry import TelemetrySummary
@@ -261,37 +263,7 @@ class ServeRun:
 
     @classmethod
     def from_json(cls, d: dict) -> ServeRun:
-        if d.get("schema") == "llmcompare.serve-bench/1":
-            d = _serve_v1(d)
-        if d.get("schema") in ("llmcompare.serve-bench/1", "llmcompare.serve-bench/2"):
-            d = _serve_v2(d)
-        return record(cls, d)
-
-
-def _serve_v1(d: dict) -> dict:
-    """/1 -> /2: points had no repeats, attempts or trust checks; labels were their identity."""
-    d = json.loads(json.dumps(d))
-    for e in d.get("engines", {}).values():
-        for i, p in enumerate(e.get("points", [])):
-            p.setdefault("index", i)
-            p["trust"] = {"assessed": False, "trusted": True,
-                          "reasons": ["written by schema /1: timestamps and lengths not checked"]}
-            if p.get("request_rate") == "inf":
-                p["request_rate"] = math.inf
-    return d
-
-
-def _serve_v2(d: dict) -> dict:
-    """/2 -> /3: one workload per run, so points did not carry their lengths; a random workload's come from the
-    scenario as run (so a /2 point pairs with the same cell of a /3 grid)."""
-    wl = (d.get("scenario") or {}).get("workload") or {}
-    if wl.get("dataset", "random") != "random":
-        return d
-    for e in d.get("engines", {}).values():
-        for p in e.get("points", []):
-            p.setdefault("input_len", wl.get("input_len", 1024))
-            p.setdefault("output_len", wl.get("output_len", 256))
-    return d
+        return record(cls, upgrade(d))
 
 
 # ---- files -------------------------------------------------------------------------------------------------
