@@ -3,6 +3,7 @@ what they did (results.ServeRun.from_json applies them in order; the caller's di
 
   /1 -> /2                points had no repeats, attempts or trust checks
   /2 -> /3                points did not carry their workload lengths
+  shared-prefix (any /3)  points did not carry prefix_len / num_prefixes (before they could be grid axes)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ def upgrade(d: dict) -> dict:
         d = _serve_v1(d)
     if d.get("schema") in ("llmcompare.serve-bench/1", "llmcompare.serve-bench/2"):
         d = _serve_v2(d)
-    return d
+    return _shared_prefix_cells(d)
 
 
 def _serve_v1(d: dict) -> dict:
@@ -44,4 +45,20 @@ def _serve_v2(d: dict) -> dict:
         for p in e.get("points", []):
             p.setdefault("input_len", wl.get("input_len", 1024))
             p.setdefault("output_len", wl.get("output_len", 256))
+    return d
+
+
+def _shared_prefix_cells(d: dict) -> dict:
+    """A shared-prefix run written before prefix_len and num_prefixes could be grid axes: its points (and
+    profiled passes) did not carry them; they come from the scenario as run, where they were single values (so
+    the point pairs with the same cell of a newer run, and a resume finds it). Other datasets: unchanged."""
+    wl = (d.get("scenario") or {}).get("workload") or {}
+    plen, count = wl.get("prefix_len"), wl.get("num_prefixes", 1)
+    if wl.get("dataset") != "shared-prefix" or not isinstance(plen, int) or not isinstance(count, int):
+        return d
+    d = json.loads(json.dumps(d))  # the caller's dict is left as it was
+    for e in d.get("engines", {}).values():
+        for p in e.get("points", []) + e.get("profiles", []):
+            if "prefix_len" not in p:
+                p["prefix_len"], p["num_prefixes"] = plen, count
     return d

@@ -55,13 +55,16 @@ def now() -> str:
 @dataclass(frozen=True)
 class LoadKey:
     """What identifies a load point across engines and runs: the load, and the workload cell it sends (random
-    prompts of exactly input_len tokens, exactly output_len out; None for file datasets, whose lengths vary)."""
+    prompts of exactly input_len tokens, exactly output_len out; None for file datasets, whose lengths vary;
+    shared-prefix: num_prefixes prefixes of prefix_len tokens before the input_len, None for other datasets)."""
 
     concurrency: int | None = None  # closed loop
     request_rate: float | None = None  # open loop, req/s (inf: all at once)
     max_concurrency: int | None = None  # open loop's cap on requests in flight
-    input_len: int | None = None  # tokens per prompt
+    input_len: int | None = None  # tokens per prompt (shared-prefix: after the prefix)
     output_len: int | None = None  # tokens per reply
+    prefix_len: int | None = None  # shared-prefix: tokens of each shared prefix
+    num_prefixes: int | None = None  # shared-prefix: distinct prefixes
 
     @property
     def load_label(self) -> str:
@@ -73,15 +76,22 @@ class LoadKey:
 
     @property
     def workload_label(self) -> str:
-        """'in=1024 out=256', or '' for a file dataset."""
+        """'in=1024 out=256', 'in=256 out=128 prefix=1024x4' (shared-prefix: prefix_len x num_prefixes), or ''
+        for a file dataset."""
         if self.input_len is None and self.output_len is None:
             return ""
-        return f"in={self.input_len} out={self.output_len}"
+        prefix = f" prefix={self.prefix_len}x{self.num_prefixes}" if self.prefix_len is not None else ""
+        return f"in={self.input_len} out={self.output_len}{prefix}"
 
     @property
-    def workload(self) -> tuple[int, int]:
-        """Sort key of the workload cell (file datasets first)."""
-        return (self.input_len or 0, self.output_len or 0)
+    def workload(self) -> tuple[int, int, int, int]:
+        """Sort key of the workload cell (file datasets first; the prefix axes inner)."""
+        return (self.input_len or 0, self.output_len or 0, self.prefix_len or 0, self.num_prefixes or 0)
+
+    @property
+    def cell(self) -> tuple[int | None, int | None, int | None, int | None]:
+        """The workload cell as scenario.Workload.cells() gives it: (input, output, prefix_len, num_prefixes)."""
+        return (self.input_len, self.output_len, self.prefix_len, self.num_prefixes)
 
     @property
     def label(self) -> str:
@@ -176,6 +186,8 @@ class PointResult:
     max_concurrency: int | None = None
     input_len: int | None = None  # the workload cell (random prompts); None for file datasets
     output_len: int | None = None
+    prefix_len: int | None = None  # shared-prefix's cell (LoadKey); None for other datasets
+    num_prefixes: int | None = None
     num_prompts: int = 0
     num_prompts_why: str = ""
     status: str = "running"  # running | complete | untrusted | partial | interrupted
@@ -196,7 +208,8 @@ class PointResult:
 
     @property
     def key(self) -> LoadKey:
-        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency, self.input_len, self.output_len)
+        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency, self.input_len, self.output_len,
+                       self.prefix_len, self.num_prefixes)
 
     @property
     def label(self) -> str:
