@@ -8,15 +8,17 @@ should take, and how far it has got. `serve-bench SCENARIO --resume RUN_DIR` con
   to do     every other cell: never measured, `running` (a crash), `interrupted` or `partial`; its new attempts
             are numbered after the ones on file, so nothing on file is overwritten
   same      the scenario must be the one the run was made with; it may only add cells: load.concurrency and
-            load.request_rate values, workload.input_len and output_len values, engines. Anything else that
+            load.request_rate values, workload.input_len, output_len, prefix_len and num_prefixes values
+            (the last two: shared-prefix), engines. Anything else that
             differs is named in the error. Load points keep the index they have on file; new ones are numbered
             after them, so each keeps its prompts (runner.stream_id).
 
 Time estimate (printed before anything starts, and updated after every cell): server start-ups (the engine's
 ready_s on file, else its kind's rough_startup_s) plus, per cell, the measured duration of the same point (same engine first,
 else another engine of the run), else a rough guess: closed loop c, n requests: n / c waves of one request's
-time (prompt at 10,000 tok/s for the whole wave, 30 ms per output token); open loop: n / rate plus one request's
-time. Rough guesses are labelled, and scaled by measured / guessed of the cells done so far as the run goes.
+time (prompt, a shared prefix included, at 10,000 tok/s for the whole wave, 30 ms per output token); open loop:
+n / rate plus one request's time. Rough guesses are labelled, and scaled by measured / guessed of the cells done
+so far as the run goes.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from .results import EngineRecord, LoadKey, ServeRun, now
 from .scenario import Scenario, ScenarioError
 
 REDO = ("untrusted", "all")  # --redo: which finished cells to measure again
-GROWABLE = {("load", "concurrency"), ("load", "request_rate"), ("workload", "input_len"), ("workload", "output_len")}
+GROWABLE = {("load", "concurrency"), ("load", "request_rate"), ("workload", "input_len"), ("workload", "output_len"),
+            ("workload", "prefix_len"), ("workload", "num_prefixes")}
 IGNORED = {"name", "description", "source", "output_dir", "references", "kernel_bench"}  # no bearing on serving
 ROUGH_TPOT_S, ROUGH_PREFILL_TOK_PER_S = 0.030, 10000.0
 
@@ -125,14 +128,15 @@ def resume_check(s: Scenario, saved: ServeRun, run_dir: str) -> None:
     changes = scenario_changes(saved.scenario, s.to_dict())
     if changes:
         raise ScenarioError(f"--resume {run_dir}: the scenario is not the one this run was made with: "
-                            + "; ".join(changes) + ". A resume may only add load points, workload lengths or "
-                            "engines; start a new run for anything else")
+                            + "; ".join(changes) + ". A resume may only add load points, workload lengths "
+                            "(input_len, output_len, prefix_len, num_prefixes) or engines; start a new run for "
+                            "anything else")
 
 
 # ---- time ----------------------------------------------------------------------------------------------------
 def _rough_s(p: LoadPoint, s: Scenario) -> float:
     k = p.key
-    i_len, o_len = k.input_len or 512, k.output_len or 256
+    i_len, o_len = (k.input_len or 512) + (k.prefix_len or 0), k.output_len or 256  # prompt tokens: prefix too
     c = k.concurrency or k.max_concurrency or 1
     one = i_len * c / ROUGH_PREFILL_TOK_PER_S + o_len * ROUGH_TPOT_S
     if k.concurrency:

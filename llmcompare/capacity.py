@@ -55,7 +55,7 @@ def check(cap: Capacity, slo, percentiles: list[float], cells: list, restart: bo
         raise ScenarioError(f"{where}.tolerance: a fraction in (0, 1), got {cap.tolerance:g}")
     if len(cells) != 1:
         raise ScenarioError(f"{where}: searches one workload cell; workload gives {len(cells)} (input_len x "
-                            "output_len): give single values")
+                            "output_len, x prefix_len x num_prefixes for shared-prefix): give single values")
     if restart:
         raise ScenarioError(f"{where}: cannot be combined with load.restart_between_repeats (one server per search)")
     if cap.max_probes < 2:
@@ -187,14 +187,14 @@ async def search(b, measure) -> Result:
     from .results import LoadKey
 
     s, cap, rec = b.s, b.s.load.capacity, b.rf.run.engines[b.engine]
-    q, (i_len, o_len) = cap.slo_percentile, s.workload.cells()[0]
+    q, cell = cap.slo_percentile, s.workload.cells()[0]
     print(f"{b.engine}: capacity search at {slo_text(s.slo, q)}: from {cap.min_rate:g} req/s, x2 up to "
           f"{cap.max_rate:g}, then bisection to {cap.tolerance:.0%}; at most {cap.max_probes} probes of "
           f"{s.load.repeats} repeat(s)", file=sys.stderr)
     tried: set[float] = set()
     while (rate := next_rate(cap, probes_of(rec, s.load.max_concurrency, s.slo, q))) is not None and rate not in tried:
         tried.add(rate)
-        key = LoadKey(request_rate=rate, max_concurrency=s.load.max_concurrency, input_len=i_len, output_len=o_len)
+        key = LoadKey(request_rate=rate, max_concurrency=s.load.max_concurrency, **cell._asdict())
         on_file = {p.key: p.index for e in b.rf.run.engines.values() for p in e.points}
         index = on_file.get(key, max([*on_file.values(), *(p.index for p in b.plan)], default=-1) + 1)
         n = min(max(s.workload.num_prompts, math.ceil(rate * s.load.min_duration_s)), s.load.max_prompts_per_point)

@@ -205,7 +205,8 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     capture's cost is the captured window's output tok/s against the baseline's (the trace is written after the
     capture stops, a stall that falls after both windows)."""
     rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
-                        output_len=key.output_len, started_at=now(), requests=len(specs))
+                        output_len=key.output_len, prefix_len=key.prefix_len, num_prefixes=key.num_prefixes,
+                        started_at=now(), requests=len(specs))
     profiles = rf.run.engines[engine].profiles
     profiles.append(rec)
     rf.save()

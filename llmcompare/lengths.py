@@ -47,4 +47,5 @@ def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario,
     if longest > limit:
         raise ScenarioError(
             f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "
-            f"({source}); raise its context length or shorten workload.input_len/output_len")
+            f"({source}); raise its context length or shorten workload.input_len/output_len"
+            + ("/prefix_len" if s.workload.dataset == "shared-prefix" else ""))

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from .client import RequestRecord, completion_body, stream_completion
 from .results import LoadKey
+from .scenario import Cell
 from .workload import RequestSpec
 
 
@@ -82,21 +83,21 @@ async def idle_loop_lag(seconds: float = 0.5) -> float:
 
 
 def plan(concurrency: list[int], request_rate: list[float], max_concurrency: int | None, num_prompts: int,
-         prompts_per_concurrency: int,
-         cells: list[tuple[int | None, int | None]] | None = None) -> list[LoadPoint]:
-    """Every workload cell (input_len, output_len; outer, in the order given) at every load point: closed-loop
-    points first, then open-loop ones, in the order given. Indices number the whole grid."""
+         prompts_per_concurrency: int, cells: list[tuple[int | None, ...]] | None = None) -> list[LoadPoint]:
+    """Every workload cell (a scenario.Cell: input_len, output_len[, prefix_len, num_prefixes]; outer, in the
+    order given) at every load point: closed-loop points first, then open-loop ones, in the order given. Indices
+    number the whole grid."""
     def n_for(c: int | None) -> tuple[int, str]:
         n = prompts_per_concurrency * c if c else 0
         if n > num_prompts:
             return n, f"prompts_per_concurrency {prompts_per_concurrency} x {c}"
         return num_prompts, "num_prompts"
 
-    keys = [LoadKey(concurrency=c, input_len=i, output_len=o)
-            for i, o in cells or [(None, None)] for c in concurrency]
-    keys += [LoadKey(request_rate=r, max_concurrency=max_concurrency, input_len=i, output_len=o)
-             for i, o in cells or [(None, None)] for r in request_rate]
-    keys.sort(key=lambda k: cells.index((k.input_len, k.output_len)) if cells else 0)  # stable: cell outer
+    grid = [Cell(*x) for x in cells or [Cell(None, None)]]
+    keys = [LoadKey(concurrency=c, **x._asdict()) for x in grid for c in concurrency]
+    keys += [LoadKey(request_rate=r, max_concurrency=max_concurrency, **x._asdict())
+             for x in grid for r in request_rate]
+    keys.sort(key=lambda k: grid.index(Cell(*k.cell)))  # stable: cell outer
     return [LoadPoint(i, k, *n_for(k.concurrency or k.max_concurrency)) for i, k in enumerate(keys)]
 
 

@@ -30,7 +30,9 @@ class WinMap:
 
     first: str
     second: str
-    rows: list[str]  # workload labels ("in=1024 out=256"; "" for a file dataset)
+    # workload labels ("in=1024 out=256"; shared-prefix: "in=256 out=128 prefix=1024x4", a row per prefix_len x
+    # num_prefixes, so cells that differ only in the prefix never share one; "" for a file dataset)
+    rows: list[str]
     cols: list[str]  # load labels ("c=16", "rate=4")
     cells: dict[tuple[int, int], verdict.Row]
 

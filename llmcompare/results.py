@@ -12,7 +12,8 @@ A serve-bench run directory holds
 A kernel-bench run directory holds run.json (KernelRun, schema KERNEL_SCHEMA), kernels.csv and worker logs.
 
 One writer and one reader per schema: `to_json` / `from_json` here. The reader still accepts the /1 schemas
-(files committed under reports/ before points had repeats, steady-state windows and trust checks).
+(files committed under reports/ before points had repeats, steady-state windows and trust checks) and /2;
+oldfiles.py fills in what older files did not carry.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from .codec import _plain, record
 from .kernelrun import KERNEL_SCHEMA, KernelPoint, KernelRun
+from .oldfiles import upgrade
 from .prefixcache import PrefixCache
 from .profiles import ProfileRecord
 from .telemetry import TelemetrySummary
@@ -53,13 +55,16 @@ def now() -> str:
 @dataclass(frozen=True)
 class LoadKey:
     """What identifies a load point across engines and runs: the load, and the workload cell it sends (random
-    prompts of exactly input_len tokens, exactly output_len out; None for file datasets, whose lengths vary)."""
+    prompts of exactly input_len tokens, exactly output_len out; None for file datasets, whose lengths vary;
+    shared-prefix: num_prefixes prefixes of prefix_len tokens before the input_len, None for other datasets)."""
 
     concurrency: int | None = None  # closed loop
     request_rate: float | None = None  # open loop, req/s (inf: all at once)
     max_concurrency: int | None = None  # open loop's cap on requests in flight
-    input_len: int | None = None  # tokens per prompt
+    input_len: int | None = None  # tokens per prompt (shared-prefix: after the prefix)
     output_len: int | None = None  # tokens per reply
+    prefix_len: int | None = None  # shared-prefix: tokens of each shared prefix
+    num_prefixes: int | None = None  # shared-prefix: distinct prefixes
 
     @property
     def load_label(self) -> str:
@@ -71,15 +76,22 @@ class LoadKey:
 
     @property
     def workload_label(self) -> str:
-        """'in=1024 out=256', or '' for a file dataset."""
+        """'in=1024 out=256', 'in=256 out=128 prefix=1024x4' (shared-prefix: prefix_len x num_prefixes), or ''
+        for a file dataset."""
         if self.input_len is None and self.output_len is None:
             return ""
-        return f"in={self.input_len} out={self.output_len}"
+        prefix = f" prefix={self.prefix_len}x{self.num_prefixes}" if self.prefix_len is not None else ""
+        return f"in={self.input_len} out={self.output_len}{prefix}"
 
     @property
-    def workload(self) -> tuple[int, int]:
-        """Sort key of the workload cell (file datasets first)."""
-        return (self.input_len or 0, self.output_len or 0)
+    def workload(self) -> tuple[int, int, int, int]:
+        """Sort key of the workload cell (file datasets first; the prefix axes inner)."""
+        return (self.input_len or 0, self.output_len or 0, self.prefix_len or 0, self.num_prefixes or 0)
+
+    @property
+    def cell(self) -> tuple[int | None, int | None, int | None, int | None]:
+        """The workload cell as scenario.Workload.cells() gives it: (input, output, prefix_len, num_prefixes)."""
+        return (self.input_len, self.output_len, self.prefix_len, self.num_prefixes)
 
     @property
     def label(self) -> str:
@@ -174,6 +186,8 @@ class PointResult:
     max_concurrency: int | None = None
     input_len: int | None = None  # the workload cell (random prompts); None for file datasets
     output_len: int | None = None
+    prefix_len: int | None = None  # shared-prefix's cell (LoadKey); None for other datasets
+    num_prefixes: int | None = None
     num_prompts: int = 0
     num_prompts_why: str = ""
     status: str = "running"  # running | complete | untrusted | partial | interrupted
@@ -194,7 +208,8 @@ class PointResult:
 
     @property
     def key(self) -> LoadKey:
-        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency, self.input_len, self.output_len)
+        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency, self.input_len, self.output_len,
+                       self.prefix_len, self.num_prefixes)
 
     @property
     def label(self) -> str:
@@ -261,37 +276,7 @@ class ServeRun:
 
     @classmethod
     def from_json(cls, d: dict) -> ServeRun:
-        if d.get("schema") == "llmcompare.serve-bench/1":
-            d = _serve_v1(d)
-        if d.get("schema") in ("llmcompare.serve-bench/1", "llmcompare.serve-bench/2"):
-            d = _serve_v2(d)
-        return record(cls, d)
-
-
-def _serve_v1(d: dict) -> dict:
-    """/1 -> /2: points had no repeats, attempts or trust checks; labels were their identity."""
-    d = json.loads(json.dumps(d))
-    for e in d.get("engines", {}).values():
-        for i, p in enumerate(e.get("points", [])):
-            p.setdefault("index", i)
-            p["trust"] = {"assessed": False, "trusted": True,
-                          "reasons": ["written by schema /1: timestamps and lengths not checked"]}
-            if p.get("request_rate") == "inf":
-                p["request_rate"] = math.inf
-    return d
-
-
-def _serve_v2(d: dict) -> dict:
-    """/2 -> /3: one workload per run, so points did not carry their lengths; a random workload's come from the
-    scenario as run (so a /2 point pairs with the same cell of a /3 grid)."""
-    wl = (d.get("scenario") or {}).get("workload") or {}
-    if wl.get("dataset", "random") != "random":
-        return d
-    for e in d.get("engines", {}).values():
-        for p in e.get("points", []):
-            p.setdefault("input_len", wl.get("input_len", 1024))
-            p.setdefault("output_len", wl.get("output_len", 256))
-    return d
+        return record(cls, upgrade(d))
 
 
 # ---- files -------------------------------------------------------------------------------------------------

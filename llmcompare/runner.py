@@ -107,7 +107,7 @@ def prompt_blocks(s: Scenario, prompts: Prompts, plan: list[LoadPoint]) -> dict[
 
 def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: bool) -> list[RequestSpec]:
     sid = stream_id(point, repeat, attempt, warm, b.s)
-    return b.prompts.sample(n, sid, b.blocks.get(sid), (point.key.input_len, point.key.output_len))
+    return b.prompts.sample(n, sid, b.blocks.get(sid), point.key.cell)
 
 
 async def _measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, repeat: int) -> None:
@@ -128,7 +128,8 @@ async def _measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, r
         k = point.key
         res = PointResult(index=point.index, repeat=repeat, attempt=attempt, concurrency=k.concurrency,
                           request_rate=k.request_rate, max_concurrency=k.max_concurrency, input_len=k.input_len,
-                          output_len=k.output_len, num_prompts=lp.num_prompts, num_prompts_why=lp.num_prompts_why, started_at=now())
+                          output_len=k.output_len, prefix_len=k.prefix_len, num_prefixes=k.num_prefixes,
+                          num_prompts=lp.num_prompts, num_prompts_why=lp.num_prompts_why, started_at=now())
         b.rf.point(b.engine, res)
         pr = await _run(session, b, res, _specs(b, point, lp.num_prompts, repeat, attempt, False))
         if pr.abort_reason:
@@ -248,8 +249,9 @@ def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, promp
     sampling = engines.kind(e.kind).sampling if s.workload.temperature == 0 else {"temperature": s.workload.temperature}
     req = Request(f"{base_url}/v1/completions", model, body_template(sampling, s.workload.ignore_eos),
                   s.load.request_timeout_s)
-    i_len, o_len = s.workload.cells()[0]
-    example = RequestSpec(f"<prompt of {i_len or 'its'} tokens>", i_len or 0, o_len or s.workload.output_lens[0])
+    cell = s.workload.cells()[0]
+    p_len = (cell.input_len or 0) + (cell.prefix_len or 0)  # tokens
+    example = RequestSpec(f"<prompt of {p_len or 'its'} tokens>", p_len, cell.output_len or s.workload.output_lens[0])
     rf.engine(e.name, request_body=completion_body(model, example, req.body))
     b = Bench(s, rf, e.name, req, prompts, camp.plan if camp else run_plan(s), blocks, abort, capture=cap)
     if camp:

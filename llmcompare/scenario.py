@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
 
@@ -74,8 +74,10 @@ class Workload:
     prompt_column: str | None = None  # hf: the prompt's column (default: the first of prompt, instruction, ...)
     output_column: str | None = None  # hf: the reply's column; its token count is the output length (as sharegpt)
     split: str = "train"  # hf: the split read
-    prefix_len: int = 0  # shared-prefix: tokens of each shared prefix, before input_len tokens of unique suffix
-    num_prefixes: int = 1  # shared-prefix: distinct prefixes; request i of a stream takes prefix i % num_prefixes
+    # shared-prefix: tokens of each shared prefix, before input_len tokens of unique suffix; a list: an axis
+    prefix_len: int | list[int] = 0
+    # shared-prefix: distinct prefixes; request i of a stream takes prefix i % num_prefixes; a list: an axis
+    num_prefixes: int | list[int] = 1
     sigma_input: float = 1.0  # synthetic-sharegpt: lognormal sigma of prompt lengths (our choice; synthetic.py)
     sigma_output: float = 0.8  # synthetic-sharegpt: of output lengths
     max_total_len: int = 2048  # synthetic-sharegpt: prompt + output at most (clip to a smaller context)
@@ -100,12 +102,33 @@ class Workload:
     def output_lens(self) -> list[int]:
         return _axis(self.output_len)
 
-    def cells(self) -> list[tuple[int | None, int | None]]:
-        """The workload grid, (input_len, output_len) per cell, input length outer; (None, None) for a file
-        dataset or synthetic-sharegpt (lengths come from the data)."""
+    @property
+    def prefix_lens(self) -> list[int]:
+        return _axis(self.prefix_len)
+
+    @property
+    def prefix_counts(self) -> list[int]:
+        """The num_prefixes axis."""
+        return _axis(self.num_prefixes)
+
+    def cells(self) -> list[Cell]:
+        """The workload grid, input length outer, then output length, prefix length, number of prefixes (the
+        last two for shared-prefix only, None otherwise); Cell(None, None) for a file dataset or
+        synthetic-sharegpt (lengths come from the data)."""
         if self.dataset not in EXACT_LENGTHS:
-            return [(None, None)]
-        return [(i, o) for i in self.input_lens for o in self.output_lens]
+            return [Cell(None, None)]
+        prefixes = ([(p, n) for p in self.prefix_lens for n in self.prefix_counts]
+                    if self.dataset == "shared-prefix" else [(None, None)])
+        return [Cell(i, o, p, n) for i in self.input_lens for o in self.output_lens for p, n in prefixes]
+
+
+class Cell(NamedTuple):
+    """One cell of the workload grid, in tokens; None where the dataset has no such length."""
+
+    input_len: int | None  # tokens per prompt (shared-prefix: after the prefix)
+    output_len: int | None  # tokens per reply
+    prefix_len: int | None = None  # shared-prefix: tokens of each shared prefix
+    num_prefixes: int | None = None  # shared-prefix: distinct prefixes
 
 
 EXACT_LENGTHS = ("random", "shared-prefix")  # exact input_len/output_len: grid axes

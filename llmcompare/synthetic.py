@@ -51,17 +51,10 @@ def synthetic_stats(seed: int, n: int, sigma_in: float, sigma_out: float, max_to
 
 
 def check(wl) -> None:
-    """Fields of the generated datasets (scenario.validate calls it)."""
-    if wl.dataset == "shared-prefix":
-        if wl.prefix_len < 1:
-            raise ScenarioError(f"workload.prefix_len: must be >= 1 (tokens of the shared prefix), got {wl.prefix_len}")
-        if wl.num_prefixes < 1:
-            raise ScenarioError(f"workload.num_prefixes: must be >= 1 (distinct prefixes), got {wl.num_prefixes}")
-    elif wl.dataset == "synthetic-sharegpt":
+    """Fields of synthetic-sharegpt (scenario.validate calls it; shared-prefix's: workload_rules.py)."""
+    if wl.dataset == "synthetic-sharegpt":
         for name in ("sigma_input", "sigma_output"):
             if not 0 <= getattr(wl, name) <= 3:
                 raise ScenarioError(f"workload.{name}: must be in 0..3 (lognormal sigma), got {getattr(wl, name)}")
         if wl.max_total_len < 2 * MIN_LEN:
             raise ScenarioError(f"workload.max_total_len: must be >= {2 * MIN_LEN}, got {wl.max_total_len}")
-    elif wl.prefix_len or wl.num_prefixes != 1:
-        raise ScenarioError(f"workload.prefix_len/num_prefixes: only for dataset shared-prefix, got {wl.dataset}")

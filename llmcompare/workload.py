@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import synthetic
-from .scenario import GENERATED, ScenarioError, Workload, expand
+from .scenario import GENERATED, Cell, ScenarioError, Workload, expand
 
 
 @dataclass
@@ -177,21 +177,23 @@ class Prompts:
         return [RequestSpec(self.exact(random.Random(f"{self.cfg.seed}/{stream}/{i}"), L), L, out_len)
                 for i in range(n)]
 
-    def prefixes(self) -> list[list[int]]:
-        """shared-prefix: num_prefixes word sequences of prefix_len tokens, the same in every stream (as a system
-        prompt is the same in every request), seeded by (seed, k, prefix_len)."""
+    def prefixes(self, prefix_len: int | None = None, num_prefixes: int | None = None) -> list[list[int]]:
+        """shared-prefix: num_prefixes word sequences of prefix_len tokens (a grid cell's, default the axes'
+        first), the same in every stream (as a system prompt is the same in every request), seeded by (seed, k,
+        prefix_len): prefix k of a length is the same in every cell that has it, whatever its num_prefixes."""
         c = self.cfg
-        return [[random.Random(f"{c.seed}/prefix/{k}/{c.prefix_len}").choice(self._words) for _ in range(c.prefix_len)]
-                for k in range(c.num_prefixes)]
+        plen, count = prefix_len or c.prefix_lens[0], num_prefixes or c.prefix_counts[0]
+        return [[random.Random(f"{c.seed}/prefix/{k}/{plen}").choice(self._words) for _ in range(plen)]
+                for k in range(count)]
 
-    def shared_prefix(self, n: int, stream: int, input_len: int | None = None,
-                      output_len: int | None = None) -> list[RequestSpec]:
+    def shared_prefix(self, n: int, stream: int, cell: Cell = Cell(None, None)) -> list[RequestSpec]:
         """Request i: prefix i % num_prefixes, then input_len tokens of its own (as `random` draws them): exactly
-        prefix_len + input_len tokens. Only the prefixes repeat; every suffix is new."""
-        L, out_len = input_len or self.cfg.input_lens[0], output_len or self.cfg.output_lens[0]
-        heads = self.prefixes()
+        prefix_len + input_len tokens, of the grid cell (default the axes' first). Only the prefixes repeat;
+        every suffix is new."""
+        L, out_len = cell.input_len or self.cfg.input_lens[0], cell.output_len or self.cfg.output_lens[0]
+        heads = self.prefixes(cell.prefix_len, cell.num_prefixes)
         return [RequestSpec(self.exact(random.Random(f"{self.cfg.seed}/{stream}/{i}"), L, heads[i % len(heads)]),
-                            self.cfg.prefix_len + L, out_len) for i in range(n)]
+                            len(heads[0]) + L, out_len) for i in range(n)]
 
     def synthetic_sharegpt(self, n: int, stream: int) -> list[RequestSpec]:
         """Lengths drawn as synthetic.py describes (ShareGPT's published means), prompts of exactly that many
@@ -209,7 +211,7 @@ class Prompts:
         if c.dataset == "random":
             return max(c.input_lens) + max(c.output_lens)
         if c.dataset == "shared-prefix":
-            return c.prefix_len + max(c.input_lens) + max(c.output_lens)
+            return max(c.prefix_lens) + max(c.input_lens) + max(c.output_lens)
         if c.dataset == "synthetic-sharegpt":
             return min(synthetic.MAX_TOTAL, c.max_total_len)
         return max(p.prompt_len + p.output_len for p in self._file_items)
@@ -236,15 +238,16 @@ class Prompts:
         return items
 
     def sample(self, n: int, stream: int, block: tuple[int, int] | None = None,
-               lengths: tuple[int | None, int | None] = (None, None)) -> list[RequestSpec]:
-        """n prompts for one stream (a load point's repeat, attempt or warm-up); random ones of `lengths`
-        (input, output: the point's grid cell). File datasets take them from `block` = (start, size) of the
-        shuffled file, so that no prompt is sent twice in a run (an engine's prefix cache would see it again);
-        see file_blocks."""
+               lengths: tuple[int | None, ...] = (None, None)) -> list[RequestSpec]:
+        """n prompts for one stream (a load point's repeat, attempt or warm-up); random and shared-prefix ones of
+        `lengths` (the point's grid cell: input, output[, prefix_len, num_prefixes], a scenario.Cell). File
+        datasets take them from `block` = (start, size) of the shuffled file, so that no prompt is sent twice in
+        a run (an engine's prefix cache would see it again); see file_blocks."""
+        cell = Cell(*lengths)
         if self.cfg.dataset == "random":
-            return self.random(n, stream, *lengths)
+            return self.random(n, stream, cell.input_len, cell.output_len)
         if self.cfg.dataset == "shared-prefix":
-            return self.shared_prefix(n, stream, *lengths)
+            return self.shared_prefix(n, stream, cell)
         if self.cfg.dataset == "synthetic-sharegpt":
             return self.synthetic_sharegpt(n, stream)
         items = list(self._file_items)

@@ -18,6 +18,7 @@ def check_workload(wl: Workload) -> None:
             raise ScenarioError(f"workload.path: {wl.path!r} is not a readable file")
     for axis in ("input_len", "output_len"):
         _grid_axis(f"workload.{axis}", getattr(wl, axis), wl.dataset)
+    _prefix_axes(wl)
     synthetic.check(wl)
     hfdata.check(wl)
     _positive("workload.num_prompts", wl.num_prompts)
@@ -38,3 +39,28 @@ def _grid_axis(where: str, v: int | list[int], dataset: str) -> None:
         raise ScenarioError(f"{where}: a list (a grid axis) needs workload.dataset random or shared-prefix; "
                             f"dataset {dataset} takes "
                             f"its lengths from the file, so give one length")
+
+
+# shared-prefix's fields: the default (what every other dataset must leave), and what a value is
+PREFIX_AXES = {"prefix_len": (0, "tokens of each shared prefix"), "num_prefixes": (1, "distinct prefixes")}
+
+
+def _prefix_axes(wl: Workload) -> None:
+    """shared-prefix: prefix_len and num_prefixes, each a value >= 1 or a list of distinct ones (a grid axis);
+    any other dataset leaves both at their defaults."""
+    for name, (default, what) in PREFIX_AXES.items():
+        v, where = getattr(wl, name), f"workload.{name}"
+        if wl.dataset != "shared-prefix":
+            if v != default:
+                raise ScenarioError(f"{where}: {v!r} is only for dataset shared-prefix, got dataset {wl.dataset}; "
+                                    f"leave it out (default {default})")
+            continue
+        xs = _axis(v)
+        if not xs:
+            raise ScenarioError(f"{where}: an empty list; give a value >= 1 ({what}) or a list of them")
+        for i, x in enumerate(xs):
+            if x < 1:
+                raise ScenarioError(f"{where}{f'[{i}]' if isinstance(v, list) else ''}: must be >= 1 ({what}), "
+                                    f"got {x}")
+        if len(set(xs)) != len(xs):
+            raise ScenarioError(f"{where}: {xs} lists a value twice; each grid cell must be distinct")

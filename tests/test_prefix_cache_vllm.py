@@ -1,5 +1,6 @@
-"""A shared-prefix point against the real vLLM CPU server, its prefix cache on and off: the hit rate the
-engine reports is recorded per point (prefixcache.py) and is > 0 only with the cache on."""
+"""Shared-prefix cells against the real vLLM CPU server, its prefix cache on and off: prefix_len as a grid axis
+(each cell's prompts carry its own prefix, as the engine counts them), and the hit rate the engine reports is
+recorded per cell (prefixcache.py) and is > 0 only with the cache on."""
 
 import json
 import subprocess
@@ -17,8 +18,8 @@ def test_shared_prefix_hit_rate_with_the_prefix_cache_on_and_off(tmp_path, vllm_
               "nice": 10, "startup_timeout_s": 400}
     s = {"name": "prefix", "model": {"path": tiny_model},
          "engines": [{**engine, "name": "on", "prefix_cache": "on"}, {**engine, "name": "off", "prefix_cache": "off"}],
-         # 2 prefixes of 256 tokens (whole KV blocks), 16 tokens of each request's own
-         "workload": {"dataset": "shared-prefix", "prefix_len": 256, "num_prefixes": 2, "input_len": 16,
+         # 2 prefixes of 256 (then 512) tokens (whole KV blocks), 16 tokens of each request's own
+         "workload": {"dataset": "shared-prefix", "prefix_len": [256, 512], "num_prefixes": 2, "input_len": 16,
                       "output_len": 4, "num_prompts": 6, "seed": 5},
          "load": {"concurrency": [2], "warmup_requests": 2}, "output_dir": str(tmp_path / "runs")}
     f = tmp_path / "prefix.yaml"
@@ -29,14 +30,18 @@ def test_shared_prefix_hit_rate_with_the_prefix_cache_on_and_off(tmp_path, vllm_
     run = json.loads((d / "run.json").read_text())
     on, off = run["engines"]["on"], run["engines"]["off"]
     assert "--enable-prefix-caching" in on["command"] and "--no-enable-prefix-caching" in off["command"]
-    (pon,), (poff,) = on["points"], off["points"]
-    for pt, name in ((pon, "on"), (poff, "off")):
+    assert [p["label"] for p in on["points"]] == ["c=2 in=16 out=4 prefix=256x2", "c=2 in=16 out=4 prefix=512x2"]
+    for name in ("on", "off"):
         reqs = [json.loads(x) for x in (d / f"{name}.requests.jsonl").read_text().splitlines()]
-        assert pt["metrics"]["completed"] == 6 and {r["prompt_tokens"] for r in reqs} == {256 + 16}
-    c_on, c_off = pon["prefix_cache"], poff["prefix_cache"]
-    # the warm-up saw both prefixes; each measured request finds its 256-token prefix (of 272) in the cache
-    assert c_on["reported"] and c_on["queries_tokens"] >= 6 * 256 and c_on["hit_rate"] > 0.5, c_on
-    assert c_off["hit_rate"] in (None, 0.0) and not c_off["hits_tokens"], c_off
+        for pt, plen in zip(run["engines"][name]["points"], (256, 512), strict=True):
+            assert pt["metrics"]["completed"] == 6 and pt["prefix_len"] == plen
+            # the engine's own count of each request's prompt: this cell's prefix and 16 tokens of its own
+            assert {r["prompt_tokens"] for r in reqs if r["point"] == pt["index"]} == {plen + 16}, name
+    for c_on, c_off, plen in zip([p["prefix_cache"] for p in on["points"]],
+                                 [p["prefix_cache"] for p in off["points"]], (256, 512), strict=True):
+        # the warm-up saw both prefixes; each measured request finds its prefix (of plen + 16) in the cache
+        assert c_on["reported"] and c_on["queries_tokens"] >= 6 * plen and c_on["hit_rate"] > 0.5, c_on
+        assert c_off["hit_rate"] in (None, 0.0) and not c_off["hits_tokens"], c_off
     md = subprocess.run([*cli, "report", str(d), "--out", str(tmp_path / "rep")], capture_output=True, text=True,
                         timeout=300)
     assert md.returncode == 0, md.stderr[-2000:]

@@ -167,7 +167,7 @@ def test_bad_command_line_overrides(cli):
 
 def test_lengths_take_a_list_as_a_grid_axis(tmp_path):
     s = load_with(tmp_path, lambda d: d["workload"].update(input_len=[512, 128], output_len=64))
-    assert s.workload.cells() == [(512, 64), (128, 64)] and s.workload.input_lens == [512, 128]
+    assert s.workload.cells() == [(512, 64, None, None), (128, 64, None, None)] and s.workload.input_lens == [512, 128]
     pts = loadgen.plan([1, 8], [2.0], None, 4, 0, s.workload.cells())  # cell outer, closed loop before open
     assert [(p.index, p.key.label) for p in pts] == [
         (0, "c=1 in=512 out=64"), (1, "c=8 in=512 out=64"), (2, "rate=2 in=512 out=64"),

@@ -3,6 +3,7 @@ construction and validation, no server."""
 
 import json
 import random
+import re
 
 import pytest
 
@@ -39,9 +40,35 @@ def test_shared_prefix_exact_lengths_shared_heads_and_unique_suffixes(tok):
     assert p.longest() == 70
 
 
-def test_shared_prefix_grid_cells_are_the_suffix_axes():
+def test_shared_prefix_grid_cells_cross_the_suffix_and_prefix_axes():
     wl = Workload(dataset="shared-prefix", prefix_len=8, input_len=[16, 32], output_len=4)
-    assert wl.cells() == [(16, 4), (32, 4)]
+    assert wl.cells() == [(16, 4, 8, 1), (32, 4, 8, 1)]  # scalars: one prefix cell
+    wl = Workload(dataset="shared-prefix", prefix_len=[64, 8], num_prefixes=[1, 4], input_len=16, output_len=4)
+    assert wl.cells() == [(16, 4, 64, 1), (16, 4, 64, 4), (16, 4, 8, 1), (16, 4, 8, 4)]  # in the order given
+    assert [c.prefix_len for c in wl.cells()] == [64, 64, 8, 8]
+    assert Workload(dataset="random", input_len=[16, 32], output_len=4).cells() == [(16, 4, None, None),
+                                                                                  (32, 4, None, None)]
+
+
+def test_shared_prefix_prompts_of_a_cell_use_its_prefix_len_and_num_prefixes(tok):
+    wl = Workload(dataset="shared-prefix", prefix_len=[40, 12], num_prefixes=[3, 1], input_len=25, output_len=5,
+                  seed=1)
+    p = Prompts(wl, tok)
+    by_cell = {(c.prefix_len, c.num_prefixes): p.sample(6, stream=0, lengths=c) for c in wl.cells()}
+    assert sorted(by_cell) == [(12, 1), (12, 3), (40, 1), (40, 3)]
+    for (plen, count), specs in by_cell.items():
+        heads = [tok.decode(h) for h in p.prefixes(plen, count)]
+        assert len(set(heads)) == count
+        for i, s in enumerate(specs):
+            assert ntok(tok, s.prompt) == s.prompt_len == plen + 25 and s.output_len == 5
+            assert s.prompt.startswith(heads[i % count])
+    # prefix k of a length is the same in every cell that has it, and as a scalar scenario makes it
+    assert p.prefixes(40, 3)[0] == p.prefixes(40, 1)[0]
+    scalar = Prompts(Workload(dataset="shared-prefix", prefix_len=40, num_prefixes=3, input_len=25, output_len=5,
+                              seed=1), tok)
+    assert [x.prompt for x in scalar.sample(6, 0)] == [x.prompt for x in by_cell[(40, 3)]]
+    assert p.sample(6, 0) == by_cell[(40, 3)]  # no cell given: the axes' first values
+    assert p.longest() == 40 + 25 + 5
 
 
 def test_synthetic_sharegpt_lengths_are_exact_seeded_and_near_the_published_means(tok):
@@ -73,14 +100,26 @@ def _scenario(workload, engine=None):
 @pytest.mark.parametrize("workload, msg", [
     ({"dataset": "shared-prefix", "prefix_len": 0}, "workload.prefix_len: must be >= 1"),
     ({"dataset": "shared-prefix", "prefix_len": 8, "num_prefixes": 0}, "workload.num_prefixes: must be >= 1"),
-    ({"dataset": "random", "prefix_len": 8}, "workload.prefix_len/num_prefixes: only for dataset shared-prefix"),
+    ({"dataset": "random", "prefix_len": 8},
+     "workload.prefix_len: 8 is only for dataset shared-prefix, got dataset random; leave it out (default 0)"),
+    ({"dataset": "synthetic-sharegpt", "num_prefixes": [2]},
+     "workload.num_prefixes: [2] is only for dataset shared-prefix, got dataset synthetic-sharegpt"),
+    ({"dataset": "shared-prefix", "prefix_len": [64, 0]},
+     "workload.prefix_len[1]: must be >= 1 (tokens of each shared prefix), got 0"),
+    ({"dataset": "shared-prefix", "prefix_len": 8, "num_prefixes": [4, 0]},
+     "workload.num_prefixes[1]: must be >= 1 (distinct prefixes), got 0"),
+    ({"dataset": "shared-prefix", "prefix_len": []},
+     "workload.prefix_len: an empty list; give a value >= 1 (tokens of each shared prefix) or a list of them"),
+    ({"dataset": "shared-prefix", "prefix_len": 8, "num_prefixes": [4, 4]},
+     "workload.num_prefixes: [4, 4] lists a value twice; each grid cell must be distinct"),
+    ({"dataset": "shared-prefix", "prefix_len": [8, "x"]}, "workload.prefix_len"),
     ({"dataset": "synthetic-sharegpt", "sigma_input": 5}, "workload.sigma_input: must be in 0..3"),
     ({"dataset": "hf"}, "workload.path: required for dataset hf"),
     ({"dataset": "random", "prompt_column": "q"}, "workload.prompt_column/output_column: only for dataset hf"),
     ({"dataset": "nope"}, "workload.dataset"),
 ])
 def test_bad_workload_fields_name_the_field(workload, msg):
-    with pytest.raises(ScenarioError, match=msg.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(ScenarioError, match=re.escape(msg)):
         _scenario(workload)
 
 

@@ -1,0 +1,64 @@
+"""Older serve-bench files, read as the current records: each step fills in what its files did not carry, from
+what they did (results.ServeRun.from_json applies them in order; the caller's dict is never changed).
+
+  /1 -> /2                points had no repeats, attempts or trust checks
+  /2 -> /3                points did not carry their workload lengths
+  shared-prefix (any /3)  points did not carry prefix_len / num_prefixes (before they could be grid axes)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+def upgrade(d: dict) -> dict:
+    """A serve-bench run.json as read, as the current ServeRun's fields expect it."""
+    if d.get("schema") == "llmcompare.serve-bench/1":
+        d = _serve_v1(d)
+    if d.get("schema") in ("llmcompare.serve-bench/1", "llmcompare.serve-bench/2"):
+        d = _serve_v2(d)
+    return _shared_prefix_cells(d)
+
+
+def _serve_v1(d: dict) -> dict:
+    """/1 -> /2: points had no repeats, attempts or trust checks; labels were their identity."""
+    d = json.loads(json.dumps(d))
+    for e in d.get("engines", {}).values():
+        for i, p in enumerate(e.get("points", [])):
+            p.setdefault("index", i)
+            p["trust"] = {"assessed": False, "trusted": True,
+                          "reasons": ["written by schema /1: timestamps and lengths not checked"]}
+            if p.get("request_rate") == "inf":
+                p["request_rate"] = math.inf
+    return d
+
+
+def _serve_v2(d: dict) -> dict:
+    """/2 -> /3: one workload per run, so points did not carry their lengths; a random workload's come from the
+    scenario as run (so a /2 point pairs with the same cell of a /3 grid)."""
+    wl = (d.get("scenario") or {}).get("workload") or {}
+    if wl.get("dataset", "random") != "random":
+        return d
+    d = json.loads(json.dumps(d))  # the caller's dict is left as it was
+    for e in d.get("engines", {}).values():
+        for p in e.get("points", []):
+            p.setdefault("input_len", wl.get("input_len", 1024))
+            p.setdefault("output_len", wl.get("output_len", 256))
+    return d
+
+
+def _shared_prefix_cells(d: dict) -> dict:
+    """A shared-prefix run written before prefix_len and num_prefixes could be grid axes: its points (and
+    profiled passes) did not carry them; they come from the scenario as run, where they were single values (so
+    the point pairs with the same cell of a newer run, and a resume finds it). Other datasets: unchanged."""
+    wl = (d.get("scenario") or {}).get("workload") or {}
+    plen, count = wl.get("prefix_len"), wl.get("num_prefixes", 1)
+    if wl.get("dataset") != "shared-prefix" or not isinstance(plen, int) or not isinstance(count, int):
+        return d
+    d = json.loads(json.dumps(d))  # the caller's dict is left as it was
+    for e in d.get("engines", {}).values():
+        for p in e.get("points", []) + e.get("profiles", []):
+            if "prefix_len" not in p:
+                p["prefix_len"], p["num_prefixes"] = plen, count
+    return d
