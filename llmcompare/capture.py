@@ -20,7 +20,7 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import loadgen, steady
@@ -196,6 +196,52 @@ def set_window_phase(rec: ProfileRecord, records: list) -> None:
         rec.window_in_flight, rec.window_prefill_share = n[0], round(n[1] / n[0], 3)
 
 
+@dataclass
+class _Pass:
+    """A profiled pass's windows as it runs: times in s from the pass's start (t0, perf_counter)."""
+
+    c: int  # the point's concurrency
+    t0: float
+    done: int = 0  # requests finished
+    live: dict = field(default_factory=dict)  # id -> RequestRecord of the requests in flight
+    base: list[float] = field(default_factory=list)  # the uncaptured window [start, end]
+    window: list[float] = field(default_factory=list)  # the captured window [start, end]
+    started: list[int] = field(default_factory=list)  # pids capturing now
+
+    def at(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+async def _decode_phase(st: _Pass, rec: ProfileRecord, which: str, cap_s: float) -> None:
+    """Waits for all_decoding (at most cap_s) and records the wait in rec.delay_s."""
+    t_wave = time.perf_counter()
+    while not all_decoding(st.live.values(), st.c):
+        if time.perf_counter() - t_wave > cap_s:
+            rec.warnings.append(f"the {which} window opened {cap_s:g} s after its wave ended without a moment when "
+                                "every request in flight was past its first token: it may hold prefill")
+            break
+        await asyncio.sleep(POLL_S)
+    rec.delay_s = round(time.perf_counter() - t_wave, 3)
+
+
+async def _windows(st: _Pass, cap: Capture, rec: ProfileRecord, seconds: float, cap_s: float) -> None:
+    """The baseline window after the first wave, the captured one after the second, each in its decode phase."""
+    for wave, marks in ((1, st.base), (2, None)):
+        while st.done < wave * st.c:
+            await asyncio.sleep(POLL_S)
+        await _decode_phase(st, rec, "baseline" if marks is not None else "captured", cap_s)
+        if marks is not None:  # the baseline: same phase, one wave earlier, nothing captured
+            marks.append(st.at())
+            await asyncio.sleep(seconds)
+            marks.append(st.at())
+    st.window.append(st.at())
+    st.started.extend(await cap.start())
+    await asyncio.sleep(seconds)
+    cap.stop(st.started)
+    st.window.append(st.at())
+    st.started.clear()
+
+
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
                         key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None,
                         cap_s: float = 60.0) -> ProfileRecord:
@@ -207,56 +253,26 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
                         output_len=key.output_len, prefix_len=key.prefix_len, num_prefixes=key.num_prefixes,
                         started_at=now(), requests=len(specs))
-    profiles = rf.run.engines[engine].profiles
-    profiles.append(rec)
+    rf.run.engines[engine].profiles.append(rec)
     rf.save()
-    done, window, started, base = [0], [], [], []
-    live: dict[int, object] = {}  # id -> RequestRecord of the requests in flight
-    c = key.concurrency or 1
+    st = _Pass(c=key.concurrency or 1, t0=time.perf_counter())
 
     def on_record(r) -> None:
-        done[0] += 1
-        live.pop(id(r), None)
+        st.done += 1
+        st.live.pop(id(r), None)
         append_jsonl(rf.path(engine, "profile.requests.jsonl"), {"point": index, "label": key.label, **r.to_json()})
 
-    async def decode_phase(which: str) -> None:
-        t_wave = time.perf_counter()
-        while not all_decoding(live.values(), c):
-            if time.perf_counter() - t_wave > cap_s:
-                rec.warnings.append(f"the {which} window opened {cap_s:g} s after its wave ended without a moment "
-                                    "when every request in flight was past its first token: it may hold prefill")
-                break
-            await asyncio.sleep(POLL_S)
-        rec.delay_s = round(time.perf_counter() - t_wave, 3)
-
-    async def control() -> None:
-        for wave, marks in ((1, base), (2, None)):
-            while done[0] < wave * c:
-                await asyncio.sleep(POLL_S)
-            await decode_phase("baseline" if marks is not None else "captured")
-            if marks is not None:  # the baseline: same phase, one wave earlier, nothing captured
-                marks.append(time.perf_counter() - t0)
-                await asyncio.sleep(seconds)
-                marks.append(time.perf_counter() - t0)
-        window.append(time.perf_counter() - t0)
-        started.extend(await cap.start())
-        await asyncio.sleep(seconds)
-        cap.stop(started)
-        window.append(time.perf_counter() - t0)
-        started.clear()
-
-    t0 = time.perf_counter()
-    ctl = asyncio.create_task(control())
+    ctl = asyncio.create_task(_windows(st, cap, rec, seconds, cap_s))
     try:
         pr = await loadgen.run_point(session, req, key, specs, on_record=on_record, abort=abort,
                                      desc=f"{engine} {key.label} (profiled)",
-                                     on_start=lambda r: live.__setitem__(id(r), r))
+                                     on_start=lambda r: st.live.__setitem__(id(r), r))
     finally:
         ctl.cancel()
         await asyncio.gather(ctl, return_exceptions=True)
-        if started:  # the pass ended (or was interrupted) inside the window: stop it now
-            cap.stop(started)
-            window.append(time.perf_counter() - t0)
+        if st.started:  # the pass ended (or was interrupted) inside the window: stop it now
+            cap.stop(st.started)
+            st.window.append(st.at())
             rec.warnings.append("the pass ended before the capture window did: the window was cut short")
     if pr.abort_reason:
         rec.status, rec.error = "failed", pr.abort_reason
@@ -264,8 +280,8 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
         raise ServerError(pr.abort_reason)
     point, warn = point_tok_s(rf, engine, index)
     rec.warnings += [warn] if warn else []
-    _figures(rec, pr, window, point, base)
-    rec.traces = cap.collect(rf, engine, index, _answered(cap), anchor) if len(window) == 2 else []
+    _figures(rec, pr, st.window, point, st.base)
+    rec.traces = cap.collect(rf, engine, index, _answered(cap), anchor) if len(st.window) == 2 else []
     rec.status = "complete" if rec.traces and not rec.error else "failed"
     if not rec.traces and not rec.error:
         rec.error = "no process answered the capture signal (is torch imported in the server's processes?)"
