@@ -26,19 +26,19 @@ def check_workload(wl: Workload) -> None:
     _positive("workload.temperature", wl.temperature, allow_zero=True)
 
 
-def _grid_axis(where: str, v: int | list[int], dataset: str) -> None:
-    """A length, or a list of distinct lengths (an axis of the workload grid: exact lengths only)."""
+def _grid_axis(where: str, v: int | list[int], dataset: str, what: str = "a length in tokens") -> None:
+    """A value >= 1, or a list of distinct ones (an axis of the workload grid: exact lengths only)."""
     xs = _axis(v)
     if not xs:
-        raise ScenarioError(f"{where}: an empty list; give a length or a list of lengths")
+        raise ScenarioError(f"{where}: an empty list; give {what} or a list of them")
     for i, x in enumerate(xs):
-        _positive(f"{where}[{i}]" if isinstance(v, list) else where, x)
+        if x < 1:
+            raise ScenarioError(f"{where}{f'[{i}]' if isinstance(v, list) else ''}: must be >= 1 ({what}), got {x}")
     if len(set(xs)) != len(xs):
-        raise ScenarioError(f"{where}: {xs} lists a length twice; each grid cell must be distinct")
+        raise ScenarioError(f"{where}: {xs} lists a value twice; each grid cell must be distinct")
     if len(xs) > 1 and dataset not in EXACT_LENGTHS:
         raise ScenarioError(f"{where}: a list (a grid axis) needs workload.dataset random or shared-prefix; "
-                            f"dataset {dataset} takes "
-                            f"its lengths from the file, so give one length")
+                            f"dataset {dataset} takes its lengths from the file, so give one length")
 
 
 # shared-prefix's fields: the default (what every other dataset must leave), and what a value is
@@ -46,21 +46,12 @@ PREFIX_AXES = {"prefix_len": (0, "tokens of each shared prefix"), "num_prefixes"
 
 
 def _prefix_axes(wl: Workload) -> None:
-    """shared-prefix: prefix_len and num_prefixes, each a value >= 1 or a list of distinct ones (a grid axis);
-    any other dataset leaves both at their defaults."""
+    """shared-prefix: prefix_len and num_prefixes are grid axes like the lengths; any other dataset leaves both
+    at their defaults."""
     for name, (default, what) in PREFIX_AXES.items():
         v, where = getattr(wl, name), f"workload.{name}"
-        if wl.dataset != "shared-prefix":
-            if v != default:
-                raise ScenarioError(f"{where}: {v!r} is only for dataset shared-prefix, got dataset {wl.dataset}; "
-                                    f"leave it out (default {default})")
-            continue
-        xs = _axis(v)
-        if not xs:
-            raise ScenarioError(f"{where}: an empty list; give a value >= 1 ({what}) or a list of them")
-        for i, x in enumerate(xs):
-            if x < 1:
-                raise ScenarioError(f"{where}{f'[{i}]' if isinstance(v, list) else ''}: must be >= 1 ({what}), "
-                                    f"got {x}")
-        if len(set(xs)) != len(xs):
-            raise ScenarioError(f"{where}: {xs} lists a value twice; each grid cell must be distinct")
+        if wl.dataset == "shared-prefix":
+            _grid_axis(where, v, wl.dataset, what)
+        elif v != default:
+            raise ScenarioError(f"{where}: {v!r} is only for dataset shared-prefix, got dataset {wl.dataset}; "
+                                f"leave it out (default {default})")

@@ -61,7 +61,7 @@ BAD = [
      "s.yaml: engines[0].base_url: required for kind openai (an already-running server)"),
     (setter("workload.dataset", "alpaca"), "s.yaml: workload.dataset: 'alpaca' is not valid; valid: random, sharegpt, jsonl, hf, synthetic-sharegpt, shared-prefix"),
     (setter("workload.dataset", "sharegpt"), "s.yaml: workload.path: required for dataset sharegpt"),
-    (setter("workload.input_len", 0), "s.yaml: workload.input_len: must be > 0, got 0"),
+    (setter("workload.input_len", 0), "s.yaml: workload.input_len: must be >= 1 (a length in tokens), got 0"),
     (setter("workload.num_prompts", 2.5), "s.yaml: workload.num_prompts: expected an integer, got 2.5"),
     (setter("workload.ignore_eos", "yes please"), "s.yaml: workload.ignore_eos: expected true or false, got 'yes please'"),
     (setter("load.concurrency", [1, -4]), "s.yaml: load.concurrency[1]: must be > 0, got -4"),
@@ -175,9 +175,9 @@ def test_lengths_take_a_list_as_a_grid_axis(tmp_path):
 
 
 @pytest.mark.parametrize("workload, msg", [
-    ({"input_len": []}, "workload.input_len: an empty list; give a length or a list of lengths"),
-    ({"input_len": [64, 64]}, "workload.input_len: [64, 64] lists a length twice"),
-    ({"output_len": [8, 0]}, "workload.output_len[1]: must be > 0, got 0"),
+    ({"input_len": []}, "workload.input_len: an empty list; give a length in tokens or a list of them"),
+    ({"input_len": [64, 64]}, "workload.input_len: [64, 64] lists a value twice"),
+    ({"output_len": [8, 0]}, "workload.output_len[1]: must be >= 1 (a length in tokens), got 0"),
     ({"output_len": "x"}, "workload.output_len: expected an integer, got 'x'"),
     ({"dataset": "jsonl", "path": "__FILE__", "output_len": [8, 16]},
      "workload.output_len: a list (a grid axis) needs workload.dataset random or shared-prefix; dataset jsonl"),

@@ -109,7 +109,7 @@ def _scenario(workload, engine=None):
     ({"dataset": "shared-prefix", "prefix_len": 8, "num_prefixes": [4, 0]},
      "workload.num_prefixes[1]: must be >= 1 (distinct prefixes), got 0"),
     ({"dataset": "shared-prefix", "prefix_len": []},
-     "workload.prefix_len: an empty list; give a value >= 1 (tokens of each shared prefix) or a list of them"),
+     "workload.prefix_len: an empty list; give tokens of each shared prefix or a list of them"),
     ({"dataset": "shared-prefix", "prefix_len": 8, "num_prefixes": [4, 4]},
      "workload.num_prefixes: [4, 4] lists a value twice; each grid cell must be distinct"),
     ({"dataset": "shared-prefix", "prefix_len": [8, "x"]}, "workload.prefix_len"),
