@@ -58,6 +58,34 @@ def test_gpu_side_cost_is_the_windows_decode_rate_against_the_uncaptured_window(
     assert R.step_cost_pct(p, 105, 9.8394, mixed=True) is None  # steps carrying prefill chunks: no decode rate
 
 
+def test_a_reference_slower_than_the_captured_decode_rate_gives_no_cost_and_says_why():
+    # vLLM 0.26, c=256 in=1024 on the H200 (2026-12-03): 79 steps of 12.745 ms with 256 decoding (20,086 tok/s)
+    # in the window; the uncaptured window one wave earlier reached the client at 11,311 tok/s
+    p = ProfileRecord(window_in_flight=256, window_prefill_share=0.0, baseline_output_tok_s=11311.101,
+                      window_s=[28.8055, 29.8283])
+    assert R.step_cost_pct(p, 79, 12.745) is None  # -77.6%: the client limited the reference
+    assert R._limited_note(p, 79, 12.745, False) == (
+        "capture cost not measured: the uncaptured window reached the client at 11,311 tok/s, below the captured "
+        "window's decode rate (20,086 tok/s from its steps), so the client limited the reference")
+    p.baseline_output_tok_s = 19500.0  # -3.0%: within noise of no cost, given
+    assert R.step_cost_pct(p, 79, 12.745) == -3.0 and R._limited_note(p, 79, 12.745, False) == ""
+
+
+def test_the_prediction_is_at_the_windows_decode_batch_when_the_passs_requests_say_it():
+    sv = served()  # Little's law over its measured repeat: 3.6
+    p = sv.rec.profiles[0]
+    usable = sv.rec.points
+    assert R.decode_batch(p, usable) == pytest.approx(3.6)
+    p.window_in_flight, p.window_prefill_share = 4, 0.0  # every request in flight decoding mid-window
+    assert R.decode_batch(p, usable) == 4.0
+    row = R._row("tm", sv, p, table())
+    assert row[10] == 4.0
+    p.window_in_flight, p.window_prefill_share = 256, 0.12  # 12% before their first token: 225.3 decoding
+    assert R.decode_batch(p, usable) == 225.3
+    p.window_prefill_share = 0.44  # a prefill phase: the point's mean decode batch
+    assert R.decode_batch(p, usable) == pytest.approx(3.6)
+
+
 def test_steps_whose_int4_gemm_is_far_above_a_decode_batchs_are_called_mixed():
     # H200, c=256 in=1024, the window 12% before first tokens: TurboMind's median step 105.5 ms of int4 GEMM
     # against kernel-bench's 8.43 ms at its decode batch; c=64: 7.22 against 7.04
