@@ -119,6 +119,37 @@ def body_template(sampling: dict, ignore_eos: bool) -> dict:
     return {**sampling, "ignore_eos": ignore_eos, "stream": True, "stream_options": {"include_usage": True}}
 
 
+def _take_event(data: str, rec: RequestRecord, at_ms: float) -> str:
+    """Folds one SSE event into rec (at_ms: its arrival, ms from dispatch): "done" for [DONE], "choice" when it
+    carried a choice, "error" (rec.error set) for a malformed or error event, "" otherwise (a usage-only event)."""
+    if data.strip() == "[DONE]":
+        return "done"
+    try:
+        msg = json.loads(data)
+    except ValueError:
+        rec.error = f"malformed JSON in stream: {data[:200]!r}"
+        return "error"
+    if not isinstance(msg, dict):
+        rec.error = f"unexpected stream event: {data[:200]!r}"
+        return "error"
+    if "error" in msg and not msg.get("choices"):
+        rec.error = f"error event: {json.dumps(msg['error'])[:300]}"
+        return "error"
+    kind = ""
+    if choices := msg.get("choices"):
+        rec.chunk_ms.append(at_ms)
+        text = choices[0].get("text") or ""
+        rec.text += text
+        rec.empty_last_chunk = not text and choices[0].get("finish_reason") is not None
+        kind = "choice"
+    if usage := msg.get("usage"):
+        rec.prompt_tokens = usage.get("prompt_tokens")
+        if usage.get("completion_tokens") is not None:
+            rec.output_tokens = usage["completion_tokens"]
+            rec.output_tokens_source = "usage"
+    return kind
+
+
 async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict, rec: RequestRecord,
                             t0: float, timeout_s: float) -> RequestRecord:
     """Sends one request and fills `rec`; t0 is the point's start on the perf_counter clock."""
@@ -139,34 +170,14 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict
                     chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     chunk = None
-                now = time.perf_counter()
+                at_ms = (time.perf_counter() - start) * 1000.0
                 had_choice = False
                 for data in parser.feed(chunk) if chunk is not None else parser.close():
-                    if data.strip() == "[DONE]":
-                        done = True
-                        continue
-                    try:
-                        msg = json.loads(data)
-                    except ValueError:
-                        rec.error = f"malformed JSON in stream: {data[:200]!r}"
+                    kind = _take_event(data, rec, at_ms)
+                    if kind == "error":
                         return rec
-                    if not isinstance(msg, dict):
-                        rec.error = f"unexpected stream event: {data[:200]!r}"
-                        return rec
-                    if "error" in msg and not msg.get("choices"):
-                        rec.error = f"error event: {json.dumps(msg['error'])[:300]}"
-                        return rec
-                    if choices := msg.get("choices"):
-                        rec.chunk_ms.append((now - start) * 1000.0)
-                        text = choices[0].get("text") or ""
-                        rec.text += text
-                        rec.empty_last_chunk = not text and choices[0].get("finish_reason") is not None
-                        had_choice = True
-                    if usage := msg.get("usage"):
-                        rec.prompt_tokens = usage.get("prompt_tokens")
-                        if usage.get("completion_tokens") is not None:
-                            rec.output_tokens = usage["completion_tokens"]
-                            rec.output_tokens_source = "usage"
+                    done |= kind == "done"
+                    had_choice |= kind == "choice"
                 rec.reads += had_choice
                 if chunk is None:
                     break
@@ -178,11 +189,8 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict
         return rec
     if not done:
         rec.error = "stream closed before [DONE]"
-        return rec
-    if not rec.chunk_ms:
+    elif not rec.chunk_ms:
         rec.error = "no tokens in stream"
-        return rec
-    rec.ttft_ms = rec.chunk_ms[0]
-    rec.e2el_ms = rec.chunk_ms[-1]
-    rec.success = True
+    else:
+        rec.ttft_ms, rec.e2el_ms, rec.success = rec.chunk_ms[0], rec.chunk_ms[-1], True
     return rec

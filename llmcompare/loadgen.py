@@ -12,6 +12,7 @@ Warm-up requests run before the clock starts and are not recorded. Each finished
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import math
 import time
@@ -180,31 +181,44 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
         main = asyncio.create_task(_open(one, specs, key, burstiness, seed, stop, t0))
     watcher = asyncio.create_task(_watch(run, stop, check_abort))
     stopped = asyncio.create_task(stop.wait())
-    # no cyclic-GC pauses inside the measurement: a gen-2 pass over a point's records can stall the loop for
-    # milliseconds, and every timestamp taken after it carries the stall (collected once the point ends)
-    gc_was_enabled = gc.isenabled()
+    with _gc_paused():
+        try:
+            await asyncio.wait({main, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if main.done():
+                main.result()
+            else:  # stopped: give requests in flight a moment to fail and be recorded as cut off
+                await asyncio.wait({main}, timeout=2.0)
+        finally:
+            for t in (watcher, stopped, main):
+                t.cancel()  # on Ctrl-C: requests still in flight are not recorded (they count as unfinished)
+            await asyncio.gather(watcher, stopped, main, return_exceptions=True)
+            run.duration_s = time.perf_counter() - t0
+            _settle(run, len(specs))
+            bar.close()
+    return run
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic-GC pauses inside the measurement: a gen-2 pass over a point's records can stall the loop for
+    milliseconds, and every timestamp taken after it carries the stall (collected once the point ends)."""
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
-        await asyncio.wait({main, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if main.done():
-            main.result()
-        elif not main.done():  # stopped: give requests in flight a moment to fail and be recorded as cut off
-            await asyncio.wait({main}, timeout=2.0)
+        yield
     finally:
-        for t in (watcher, stopped, main):
-            t.cancel()  # on Ctrl-C: requests still in flight are not recorded (they count as unfinished)
-        await asyncio.gather(watcher, stopped, main, return_exceptions=True)
-        run.duration_s = time.perf_counter() - t0
-        if gc_was_enabled:
+        if was_enabled:
             gc.enable()
             gc.collect()
-        cut = sum(r.cut_off for r in run.records)
-        finished = len(run.records) - cut
-        if run.abort_reason or finished < len(specs):
-            run.partial = True
-            run.unfinished = len(specs) - finished
-        bar.close()
-    return run
+
+
+def _settle(run: PointRun, n: int) -> None:
+    """Marks the run partial when it was aborted or finished fewer than its n requests (cut-off ones count as
+    unfinished)."""
+    finished = len(run.records) - sum(r.cut_off for r in run.records)
+    if run.abort_reason or finished < n:
+        run.partial = True
+        run.unfinished = n - finished
 
 
 async def _closed(one, specs: list[RequestSpec], c: int, stop: asyncio.Event, t0: float) -> None:
