@@ -60,6 +60,8 @@ def test_old_result_files_load_with_the_labels_they_were_written_with():
     for run_dir in sorted(GRID.glob("*/run.json")) + sorted((ROOT / "reports/h200-map").glob("*/run.json")):
         written = json.loads(run_dir.read_text())
         run = load_run(run_dir.parent)
+        if not isinstance(run, ServeRun):  # a kernel-bench run beside the serve runs: no load points
+            continue
         for name, e in run.engines.items():
             stored = [p["label"] for p in written["engines"][name]["points"]]
             assert stored and [p.label for p in e.points] == stored, run_dir
