@@ -59,7 +59,7 @@ def coverage(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> float 
 
 # below this GPU-side cost (%) the uncaptured reference is the slower one: the profiler does not speed a GPU up, so
 # the client (one token per chunk, its event loop) or bunched chunks limited the reference (H200, c=256: the
-# reference reached the client at 11-14k tok/s while the captured engine decoded at 18-20k tok/s)
+# reference reached the client at 11-14k tok/s while the captured engines decoded at 17.7-20.1k tok/s)
 LIMITED_REFERENCE = -5.0
 
 
@@ -91,8 +91,8 @@ def _limited_note(p: ProfileRecord, steps: int, step_ms_mean: float | None, mixe
     if rate is None or not p.baseline_output_tok_s or step_cost_pct(p, steps, step_ms_mean, mixed) is not None:
         return ""
     return (f"capture cost not measured: the uncaptured window reached the client at {p.baseline_output_tok_s:,.0f} "
-            f"tok/s, below the captured window's decode rate ({rate:,.0f} tok/s from its steps), so the client "
-            "limited the reference")
+            f"tok/s, below the captured window's decode rate ({rate:,.0f} tok/s from its steps): the delivery to the "
+            "client (its event loop, or tokens bunched in chunks), not the engine, limited the reference")
 
 
 def decode_batch(p: ProfileRecord, usable: list) -> float | None:
