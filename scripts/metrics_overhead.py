@@ -21,13 +21,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llmcompare import runner, scenario  # noqa: E402
-from llmcompare.host import host_info  # noqa: E402
-from llmcompare.results import RunFile, ServeRun, new_run_dir, now  # noqa: E402
-from llmcompare.workload import Prompts, load_tokenizer  # noqa: E402
+from llmcompare import scenario  # noqa: E402
+from llmcompare.schema import scenario as scenario_schema  # noqa: E402
+from llmcompare.schema.files import RunFile, new_run_dir  # noqa: E402
+from llmcompare.schema.run import ServeRun, now  # noqa: E402
+from llmcompare.serve import runner  # noqa: E402
+from llmcompare.setup.host import host_info  # noqa: E402
+from llmcompare.workload.prompts import Prompts, load_tokenizer  # noqa: E402
 
 
-def arms(s: scenario.Scenario, e: scenario.Engine) -> list[tuple[scenario.Scenario, scenario.Engine]]:
+def arms(s: scenario_schema.Scenario, e: scenario_schema.Engine) -> list[tuple[scenario_schema.Scenario, scenario_schema.Engine]]:
     """(scenario, engine) of the sampling-on arm and the sampling-off arm; the off arm gets other prompts."""
     on, off = copy.deepcopy(s), copy.deepcopy(s)
     off.load.metrics_interval_s = 0.0

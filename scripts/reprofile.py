@@ -15,9 +15,9 @@ import lzma
 from pathlib import Path
 from types import SimpleNamespace
 
-from llmcompare.capture import set_window_phase
-from llmcompare.results import load_run, write_json
-from llmcompare.timeline import analyze
+from llmcompare.profile.timeline import analyze
+from llmcompare.schema.files import load_run, write_json
+from llmcompare.serve.capture import set_window_phase
 
 
 def pass_records(run_dir: Path, engine: str, index: int) -> list:

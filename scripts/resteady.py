@@ -11,9 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from llmcompare import steady
-from llmcompare.client import RequestRecord
-from llmcompare.results import load_run, read_jsonl, record, write_json
+from llmcompare.analysis import steady
+from llmcompare.schema.codec import record
+from llmcompare.schema.files import load_run, read_jsonl, write_json
+from llmcompare.schema.request import RequestRecord
 
 
 def resteady(run_dir: str) -> None:

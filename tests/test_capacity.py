@@ -4,11 +4,12 @@ import math
 
 import pytest
 
-from llmcompare import capacity
-from llmcompare.capacity import Capacity, Probe
-from llmcompare.results import Metrics, PointResult
-from llmcompare.scenario import Slo
-from llmcompare.typed import ScenarioError
+from llmcompare.analysis import capacity
+from llmcompare.analysis.capacity import Probe
+from llmcompare.errors import ScenarioError
+from llmcompare.scenario import rules
+from llmcompare.schema.run import Metrics, PointResult
+from llmcompare.schema.scenario import Capacity, Slo
 
 CAP = Capacity(slo_percentile=99, min_rate=1, max_rate=64, tolerance=0.1, max_probes=12)
 
@@ -67,11 +68,11 @@ def test_failed_requests_at_the_upper_end_give_the_bracket():
 ])
 def test_bad_settings_name_the_field(cap, slo, msg):
     with pytest.raises(ScenarioError, match=msg):
-        capacity.check(cap, slo, [50.0, 99.0], [(64, 16)], False)
+        rules.check(cap, slo, [50.0, 99.0], [(64, 16)], False)
 
 
 def test_one_workload_cell_and_one_server():
     with pytest.raises(ScenarioError, match="one workload cell"):
-        capacity.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16), (128, 16)], False)
+        rules.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16), (128, 16)], False)
     with pytest.raises(ScenarioError, match="restart_between_repeats"):
-        capacity.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16)], True)
+        rules.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16)], True)

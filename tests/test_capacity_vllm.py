@@ -10,7 +10,7 @@ import pytest
 import yaml
 from test_e2e_vllm import group_gone, run_dir_of, scenario_file
 
-from llmcompare.report import build_report
+from llmcompare.report.build import build_report
 
 pytestmark = pytest.mark.vllm
 SLO = {"ttft_ms": 300.0, "tpot_ms": 100.0}

@@ -10,8 +10,9 @@ import signal
 import subprocess
 import time
 
-from llmcompare import capture
-from llmcompare.results import RunFile, ServeRun
+from llmcompare.schema.files import RunFile
+from llmcompare.schema.run import ServeRun
+from llmcompare.serve import capture
 
 CODE = """
 import os, subprocess, sys, time

@@ -1,10 +1,10 @@
 """Where a profiled pass's capture window falls (capture.py): in the decode phase of a wave, and how much of the
 window's traffic was still before its first token."""
 
-from llmcompare.capture import all_decoding, decode_cap_s, set_window_phase
-from llmcompare.client import RequestRecord
-from llmcompare.profiles import ProfileRecord
-from llmcompare.results import Metrics, PointResult
+from llmcompare.schema.profile import ProfileRecord
+from llmcompare.schema.request import RequestRecord
+from llmcompare.schema.run import Metrics, PointResult
+from llmcompare.serve.capture import all_decoding, decode_cap_s, set_window_phase
 
 
 def point(e2el_ms: float, p99_ttft_ms: float) -> PointResult:

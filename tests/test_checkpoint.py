@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from llmcompare import awq, checkpoint
+from llmcompare.models import awq, checkpoint
 
 
 def test_awq_pack_unpack_round_trip_and_known_order():
@@ -71,7 +71,7 @@ def test_unknown_preset_lists_valid(tmp_path):
 
 def test_qwen25_32b_preset_config_and_shapes():
     # config only: the checkpoint itself is ~19 GB
-    from llmcompare.kernels.shapes import from_config
+    from llmcompare.models.shapes import from_config
 
     cfg = checkpoint.config_json(checkpoint.PRESETS["qwen2.5-32b"], "awq", "float16", 128)
     assert {k: cfg[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",

@@ -3,8 +3,8 @@ with the Llama-3-sized tokenizer (not Llama-3's own) that transformers loads."""
 
 import json
 
-from llmcompare import checkpoint
-from llmcompare.kernels.shapes import from_config, lm_head
+from llmcompare.models import checkpoint
+from llmcompare.models.shapes import from_config, lm_head
 
 
 def test_llama3_8b_preset_config_and_layer_shapes():

@@ -11,7 +11,9 @@ import pytest
 import yaml
 from test_hub import lay_out_hub_cache
 
-from llmcompare import doctor, gpu, scenario
+from llmcompare import scenario
+from llmcompare.engines import vllm
+from llmcompare.setup import doctor, gpus
 
 H200 = "0, NVIDIA H200, 580.159.04, 9.0, 143771, 512"
 A100 = "0, NVIDIA A100-SXM4-80GB, 550.54.15, 8.0, 81920, 400"
@@ -190,14 +192,14 @@ def test_hub_model_cached_or_not(machine, tmp_path, monkeypatch):
 
 
 def test_the_kernel_rule():
-    h200 = gpu.Gpu(0, "H200", "580", 9.0, 1, 0)
+    h200 = gpus.Gpu(0, "H200", "580", 9.0, 1, 0)
     awq = {"quant_method": "awq", "bits": 4}
-    assert gpu.vllm_kernel(h200, awq, [], "", False).kernel == "MacheteLinearKernel"
-    assert gpu.vllm_kernel(h200, awq, [], "MacheteLinearKernel,Foo", False).kernel == "MarlinLinearKernel"
-    assert gpu.vllm_kernel(h200, awq, ["--quantization", "gptq_marlin"], "", False).kernel is None
-    assert gpu.vllm_kernel(h200, None, [], "", False).kernel is None
-    t4 = gpu.Gpu(0, "T4", "550", 7.5, 1, 0)
-    assert gpu.vllm_kernel(t4, awq, [], "", False).kernel == "MarlinLinearKernel"
-    assert gpu.vllm_kernel(gpu.Gpu(0, "V100", "550", 7.0, 1, 0), awq, [], "", False).kernel is None
-    assert gpu.cuda_mismatch("13.0", "12.8") and not gpu.cuda_mismatch("12.8", "13.0")
-    assert gpu.cuda_mismatch("12.10", "12.9")  # 12.10 is newer than 12.9
+    assert vllm.vllm_kernel(h200, awq, [], "", False).kernel == "MacheteLinearKernel"
+    assert vllm.vllm_kernel(h200, awq, [], "MacheteLinearKernel,Foo", False).kernel == "MarlinLinearKernel"
+    assert vllm.vllm_kernel(h200, awq, ["--quantization", "gptq_marlin"], "", False).kernel is None
+    assert vllm.vllm_kernel(h200, None, [], "", False).kernel is None
+    t4 = gpus.Gpu(0, "T4", "550", 7.5, 1, 0)
+    assert vllm.vllm_kernel(t4, awq, [], "", False).kernel == "MarlinLinearKernel"
+    assert vllm.vllm_kernel(gpus.Gpu(0, "V100", "550", 7.0, 1, 0), awq, [], "", False).kernel is None
+    assert gpus.cuda_mismatch("13.0", "12.8") and not gpus.cuda_mismatch("12.8", "13.0")
+    assert gpus.cuda_mismatch("12.10", "12.9")  # 12.10 is newer than 12.9

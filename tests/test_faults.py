@@ -12,7 +12,7 @@ import fakeserver  # tests/fakeserver.py
 import pytest
 import yaml
 
-from llmcompare.server import free_port
+from llmcompare.engines.server import free_port
 
 
 @pytest.fixture

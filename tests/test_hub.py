@@ -10,9 +10,11 @@ import threading
 import pytest
 import yaml
 
-from llmcompare import hub, runner, scenario
-from llmcompare.scenario import ScenarioError
-from llmcompare.server import free_port
+from llmcompare import scenario
+from llmcompare.engines.server import free_port
+from llmcompare.errors import ScenarioError
+from llmcompare.serve import runner
+from llmcompare.setup import hub
 
 REPO = "acme/tiny-qwen"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from llmcompare import scenario
-from llmcompare.backends import weight_bytes
+from llmcompare.engines.gemm_backends import weight_bytes
 from llmcompare.kernels import bench
-from llmcompare.results import KernelPoint, load_run
+from llmcompare.schema.files import load_run
+from llmcompare.schema.kernel_run import KernelPoint
 
 
 def test_normalisation_by_hand():

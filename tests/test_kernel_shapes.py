@@ -1,8 +1,8 @@
 import pytest
 
 from llmcompare import scenario
-from llmcompare.kernels.shapes import from_config, unique_shapes
-from llmcompare.scenario import ScenarioError
+from llmcompare.errors import ScenarioError
+from llmcompare.models.shapes import from_config, unique_shapes
 
 QWEN25_7B = {"hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
              "num_hidden_layers": 28}
@@ -26,7 +26,7 @@ def test_config_missing_fields():
 
 
 def test_lm_head_is_timed_when_asked_and_by_unquantized_backends_only():
-    from llmcompare.backends import runs_on
+    from llmcompare.engines.gemm_backends import runs_on
 
     s = scenario.load("qwen-awq", {"kernel_bench": {"lm_head": True}})
     head = unique_shapes(s)[-1]
@@ -41,7 +41,7 @@ QWEN25_32B = {"hidden_size": 5120, "intermediate_size": 27648, "num_attention_he
 
 
 def test_per_gpu_shapes_split_n_of_column_and_k_of_row_parallel_layers():
-    from llmcompare.kernels.shapes import SPLIT
+    from llmcompare.models.shapes import SPLIT
 
     full = {g.name: g for g in from_config(QWEN25_32B)}
     for tp in (2, 4, 8):

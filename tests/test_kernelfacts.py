@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare import kernelfacts as F
-from llmcompare.backends import int4_awq_bytes
-from llmcompare.results import EngineRecord, load_run
+from llmcompare.analysis import kernel_facts as F
+from llmcompare.engines.gemm_backends import int4_awq_bytes
+from llmcompare.schema.files import load_run
+from llmcompare.schema.run import EngineRecord
 
 KRUN = Path(__file__).resolve().parents[1] / "reports/h200-versions/kernels-qwen-awq-h200-20261202-163848"
 

@@ -19,7 +19,7 @@ def test_backend_is_correct_and_timed(backend):
     cfg = {"backends": [backend], "shapes": [["t", 4096, 4096]], "m": [1, 64, 512], "group_size": 128, "seed": 1,
            "rtol": 2e-3, "rep_ms": 20, "profile_m": [64], "ceilings": False}
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    out = subprocess.run([sys.executable, "-m", "llmcompare.kernels.worker", json.dumps(cfg)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "llmcompare.kernels.in_engine.worker", json.dumps(cfg)], capture_output=True,
                          text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     msgs = [json.loads(x) for x in out.stdout.splitlines()]

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
-from llmcompare.loadgen import arrivals
-from llmcompare.server import free_port
+from llmcompare.engines.server import free_port
+from llmcompare.serve.loadgen import arrivals
 
 
 def gaps(ts: list[float]) -> np.ndarray:

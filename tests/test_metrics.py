@@ -1,8 +1,8 @@
 import pytest
 
-from llmcompare.client import RequestRecord
-from llmcompare.metrics import compute, fill_token_counts
-from llmcompare.scenario import Slo
+from llmcompare.analysis.metrics import compute, fill_token_counts
+from llmcompare.schema.request import RequestRecord
+from llmcompare.schema.scenario import Slo
 
 
 def rec(i, chunks, out_tokens, ok=True, prompt_tokens=10):

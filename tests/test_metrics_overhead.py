@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_e2e_vllm import group_gone, run_dir_of, scenario_file
 
-from llmcompare.report import build_report
+from llmcompare.report.build import build_report
 
 pytestmark = pytest.mark.vllm
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "metrics_overhead.py"

@@ -1,4 +1,4 @@
-from llmcompare.monitor import parse_prometheus
+from llmcompare.serve.engine_metrics import parse_prometheus
 
 PAGE = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

@@ -9,13 +9,14 @@ import aiohttp
 import fakeserver  # tests/fakeserver.py
 import pytest
 
-from llmcompare import loadgen, steady
-from llmcompare.client import body_template
-from llmcompare.engines import GREEDY
-from llmcompare.metrics import compute
-from llmcompare.results import LoadKey
-from llmcompare.server import free_port
-from llmcompare.workload import RequestSpec
+from llmcompare.analysis import steady
+from llmcompare.analysis.metrics import compute
+from llmcompare.engines.registry import GREEDY
+from llmcompare.engines.server import free_port
+from llmcompare.schema.request import RequestSpec
+from llmcompare.schema.run import LoadKey
+from llmcompare.serve import loadgen
+from llmcompare.serve.client import body_template
 
 
 @pytest.fixture(scope="module")

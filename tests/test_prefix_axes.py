@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare import campaign, report_map, runner, verdict
-from llmcompare.report import build_report
-from llmcompare.results import LoadKey, ServeRun, load_run
-from llmcompare.scenario import Scenario, ScenarioError, validate
-from llmcompare.typed import build
+from llmcompare.analysis import verdict
+from llmcompare.errors import ScenarioError
+from llmcompare.report import win_map
+from llmcompare.report.build import build_report
+from llmcompare.scenario.loader import validate
+from llmcompare.schema.build import build
+from llmcompare.schema.files import load_run
+from llmcompare.schema.run import LoadKey, ServeRun
+from llmcompare.schema.scenario import Scenario
+from llmcompare.serve import campaign, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "reports/h200-grid"
@@ -152,12 +157,12 @@ def prefix_report(tmp_path_factory):
 def test_the_map_keeps_cells_that_differ_only_in_the_prefix_apart(prefix_report):
     out, (vllm, tm) = prefix_report
     rows = verdict.compare(tm.engines["turbomind"], vllm.engines["vllm"], figures="whole")
-    wm = report_map.win_map("turbomind", "vllm", rows)
+    wm = win_map.win_map("turbomind", "vllm", rows)
     assert wm.rows == ["in=256 out=256 prefix=256x4", "in=256 out=256 prefix=768x4"]
     assert wm.cols == ["c=1", "c=16", "c=64", "c=256"] and len(wm.cells) == len(rows) == 8
     for (r, c), row in wm.cells.items():  # each cell holds the row of its own prefix
         assert row.key.workload_label == wm.rows[r] and row.key.load_label == wm.cols[c]
-    panels = report_map.pareto_points(vllm.engines["vllm"])
+    panels = win_map.pareto_points(vllm.engines["vllm"])
     assert sorted(panels) == wm.rows and all(len(v) == 4 for v in panels.values())
     md = (out / "report.md").read_text()
     assert "| in=256 out=256 prefix=768x4 | vllm | c=1: " in md

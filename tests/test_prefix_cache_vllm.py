@@ -51,7 +51,7 @@ def test_shared_prefix_hit_rate_with_the_prefix_cache_on_and_off(tmp_path, vllm_
 def test_a_small_llama_checkpoint_with_its_tokenizer_serves_on_real_vllm(tmp_path, vllm_py, cli):
     """make-model's Llama architecture (llama3-8b's, shrunk to what vLLM's CPU build serves) with the Llama-3-sized
     tokenizer: vLLM loads it and answers exact-length random prompts (synthetic-sharegpt lengths, clipped)."""
-    from llmcompare import checkpoint
+    from llmcompare.models import checkpoint
 
     shape = checkpoint.Shape(256, 512, 2, 4, 2, vocab_size=128256, max_position_embeddings=4096, arch="llama",
                              rope_theta=500000.0)
@@ -70,8 +70,8 @@ def test_a_small_llama_checkpoint_with_its_tokenizer_serves_on_real_vllm(tmp_pat
     (d,) = (tmp_path / "runs").iterdir()
     reqs = [json.loads(x) for x in (d / "v.requests.jsonl").read_text().splitlines()]
     assert len(reqs) >= 4 and all(r["success"] for r in reqs)
-    from llmcompare.scenario import Workload
-    from llmcompare.workload import Prompts, load_tokenizer
+    from llmcompare.schema.scenario import Workload
+    from llmcompare.workload.prompts import Prompts, load_tokenizer
 
     want = Prompts(Workload(dataset="synthetic-sharegpt", max_total_len=300, seed=2), load_tokenizer(str(model)))
     first = sorted((r["prompt_tokens"], r["output_tokens"]) for r in reqs if r["attempt"] == 1 and r["point"] == 0)

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmcompare import scenario
-from llmcompare.preflight import check_output_dir, preflight
-from llmcompare.scenario import ScenarioError, Workload
-from llmcompare.workload import Prompts, load_tokenizer
+from llmcompare import expand, scenario
+from llmcompare.errors import ScenarioError
+from llmcompare.schema.scenario import Workload
+from llmcompare.serve.preflight import check_output_dir, preflight
+from llmcompare.workload.prompts import Prompts, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {
@@ -60,12 +61,12 @@ def test_unset_variable_without_default_is_an_error_naming_it_and_the_field(monk
     monkeypatch.delenv("LLMC_UNSET", raising=False)
     monkeypatch.setenv("LLMC_EMPTY", "")
     with pytest.raises(ScenarioError) as e:
-        scenario.expand("${LLMC_UNSET}/models/x", "model.path")
+        expand.expand("${LLMC_UNSET}/models/x", "model.path")
     assert str(e.value) == ("model.path: ${LLMC_UNSET} in '${LLMC_UNSET}/models/x' is not set (or is empty) and has "
                             "no default; set LLMC_UNSET, or write ${LLMC_UNSET:-DEFAULT}")
     with pytest.raises(ScenarioError, match=r"\$\{LLMC_EMPTY\} in"):
-        scenario.expand("${LLMC_EMPTY}")
-    assert scenario.expand("${LLMC_UNSET:-}x") == "x" and scenario.expand("${LLMC_EMPTY:-/d}") == "/d"
+        expand.expand("${LLMC_EMPTY}")
+    assert expand.expand("${LLMC_UNSET:-}x") == "x" and expand.expand("${LLMC_EMPTY:-/d}") == "/d"
 
 
 def test_unset_variable_in_model_path_stops_before_a_model_is_made(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from llmcompare.results import load_run, read_jsonl
+from llmcompare.schema.files import load_run, read_jsonl
 
 pytestmark = pytest.mark.vllm
 
@@ -99,7 +99,7 @@ def test_the_profiled_pass_is_not_among_the_points_figures(profiled_run):
 
 
 def test_report_shows_the_per_step_breakdown_of_the_profiled_point(profiled_run, tmp_path):
-    from llmcompare.report import build_report
+    from llmcompare.report.build import build_report
 
     run, _ = profiled_run
     md = (build_report([run.dir], str(tmp_path / "rep")) / "report.md").read_text()

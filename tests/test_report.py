@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare.report import build_report, fmt
+from llmcompare.report.build import build_report
+from llmcompare.report.doc import fmt
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = ROOT / "tests/data/report-serve"
@@ -142,7 +143,7 @@ def test_kernel_facts_and_served_gemm_choices_of_the_h200_runs(tmp_path):
     TurboMind printed in kernel-bench (real lines, tmgemm.Tally) and TM_GEMM_VERBOSE=1 in its env."""
     import lzma
 
-    from llmcompare.tmgemm import summarize
+    from llmcompare.engines.turbomind_log import summarize
 
     with lzma.open(H200 / "kernels-qwen-awq-h200-20261202-163848/worker-cublas-marlin-machete-turbomind.log.xz",
                    "rt") as f:

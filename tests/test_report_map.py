@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare import report_map, verdict
-from llmcompare.report import build_report
-from llmcompare.results import LoadKey, load_run
+from llmcompare.analysis import verdict
+from llmcompare.report import win_map
+from llmcompare.report.build import build_report
+from llmcompare.schema.files import load_run
+from llmcompare.schema.run import LoadKey
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "reports/h200-grid"
@@ -49,7 +51,7 @@ def test_crossover_figures_are_the_verdicts(grid_report):
 
 def test_pareto_front_is_the_mean_of_the_repeats(grid_report):
     rec = load_run(RUNS[1]).engines["vllm"]
-    pts = report_map.pareto_points(rec)["in=512 out=256"]
+    pts = win_map.pareto_points(rec)["in=512 out=256"]
     c16 = next(p for p in pts if p[2] == "c=16")
     ups = verdict.usable_points(rec)[LoadKey(concurrency=16, input_len=512, output_len=256)]
     assert c16[0] == pytest.approx(statistics.fmean(p.metrics.output_throughput for p in ups))
@@ -60,7 +62,7 @@ def test_pareto_front_is_the_mean_of_the_repeats(grid_report):
 
 def test_pareto_front_drops_dominated_points():
     pts = [(100.0, 50.0, "c=1"), (300.0, 40.0, "c=4"), (250.0, 30.0, "c=8"), (500.0, 10.0, "c=16")]
-    assert [p[2] for p in report_map.pareto_front(pts)] == ["c=1", "c=4", "c=16"]
+    assert [p[2] for p in win_map.pareto_front(pts)] == ["c=1", "c=4", "c=16"]
 
 
 def _row(c: int, in_len: int, pct: float, lo: float | None, hi: float | None) -> verdict.Row:
@@ -74,25 +76,25 @@ def _row(c: int, in_len: int, pct: float, lo: float | None, hi: float | None) ->
 def test_crossovers_need_significance_on_both_sides(tmp_path):
     rows = [_row(1, 512, 10, 5, 15), _row(8, 512, -3, -6, 1), _row(64, 512, -20, -25, -15),  # n.s. in between
             _row(1, 2048, -8, -10, -6), _row(8, 2048, 4, 2, 6), _row(64, 2048, -2, -4, -1)]
-    wm = report_map.win_map("A", "B", rows)
+    wm = win_map.win_map("A", "B", rows)
     assert wm.rows == ["in=512 out=128", "in=2048 out=128"] and wm.cols == ["c=1", "c=8", "c=64"]
-    sig, loose = report_map.crossovers(wm)
+    sig, loose = win_map.crossovers(wm)
     where = sorted((x.cell, x.next_cell) for x in sig)
     # row 2048: c=1 -> c=8 and c=8 -> c=64; column c=1: 512 -> 2048; column c=8: 512 is n.s.
     assert where == [((0, 0), (1, 0)), ((1, 0), (1, 1)), ((1, 1), (1, 2))]
     assert [(x.cell, x.next_cell) for x in loose] == [((0, 0), (0, 1)), ((0, 1), (1, 1))]
-    text = report_map.crossover_sentence(wm, sig, loose)
+    text = win_map.crossover_sentence(wm, sig, loose)
     assert "between c=1 and c=8 at in=2048 out=128 (A slower -8.0% [-10.0, -6.0] -> faster +4.0% [+2.0, +6.0])" in text
     assert "between in=512 out=128 and in=2048 out=128 at c=1" in text
     assert "Not significant: the estimates change sign between c=1 and c=8 at in=512 out=128" in text
-    assert report_map.heatmap_file(tmp_path, wm, sig) == "map_A_vs_B.png"
+    assert win_map.heatmap_file(tmp_path, wm, sig) == "map_A_vs_B.png"
     assert (tmp_path / "map_A_vs_B.png").stat().st_size > 1000
 
 
 def test_no_crossover_says_who_wins():
-    wm = report_map.win_map("A", "B", [_row(1, 512, 10, 5, 15), _row(8, 512, 1, -1, 3)])
-    sig, loose = report_map.crossovers(wm)
+    wm = win_map.win_map("A", "B", [_row(1, 512, 10, 5, 15), _row(8, 512, 1, -1, 3)])
+    sig, loose = win_map.crossovers(wm)
     assert sig == [] and loose == []
-    assert "no crossover" in report_map.crossover_sentence(wm, sig, loose)
-    assert "A is faster than B wherever the difference is significant" in report_map.crossover_sentence(wm, sig, loose)
+    assert "no crossover" in win_map.crossover_sentence(wm, sig, loose)
+    assert "A is faster than B wherever the difference is significant" in win_map.crossover_sentence(wm, sig, loose)
 

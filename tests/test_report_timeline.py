@@ -5,13 +5,14 @@ import pytest
 from test_attribution import table
 from test_timeline import kernel_events
 
-from llmcompare import report_timeline as R
-from llmcompare import timeline
-from llmcompare.doc import Doc
-from llmcompare.profiles import ProfileRecord, TraceFile
-from llmcompare.report import Served
-from llmcompare.results import EngineRecord, Metrics, PointResult, ServeRun
-from llmcompare.telemetry import TelemetrySummary
+from llmcompare.profile import timeline
+from llmcompare.report import timeline as R
+from llmcompare.report.build import Served
+from llmcompare.report.doc import Doc
+from llmcompare.schema import profile
+from llmcompare.schema.profile import ProfileRecord, TraceFile
+from llmcompare.schema.run import EngineRecord, Metrics, PointResult, ServeRun
+from llmcompare.schema.telemetry import TelemetrySummary
 
 
 def served(telemetry: TelemetrySummary | None = None) -> Served:
@@ -23,7 +24,7 @@ def served(telemetry: TelemetrySummary | None = None) -> Served:
     prof = ProfileRecord(index=0, label="c=4", concurrency=4, status="complete", overhead_pct=3.5,
                          traces=[TraceFile("e.profile-p0.pid9.trace.json.gz", 9, "api-server", steps=steps),
                                  TraceFile("e.profile-p0.pid7.trace.json.gz", 7, "other",
-                                           steps=timeline.StepSummary())])
+                                           steps=profile.StepSummary())])
     rec = EngineRecord(name="tm", kind="lmdeploy", points=[pt], profiles=[prof])
     return Served("tm", rec, ServeRun(), {"gemm_backend": "fast"})
 

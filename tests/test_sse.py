@@ -3,7 +3,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmcompare.client import SSEParser
+from llmcompare.serve.client import SSEParser
 
 
 def feed_all(chunks):

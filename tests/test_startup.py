@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from llmcompare.server import ServerError, ServerProcess, free_port
+from llmcompare.engines.server import ServerError, ServerProcess, free_port
 
 ENGINE_STARTED = "Initializing a V1 LLM engine"  # vLLM's engine process is up: SIGTERM is ignored from here
 

@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from llmcompare import scenario, telemetry
-from llmcompare.typed import ScenarioError
+from llmcompare import scenario
+from llmcompare.errors import ScenarioError
+from llmcompare.serve import telemetry
 
 # recorded with: nvidia-smi --query-gpu=index,timestamp,clocks.sm,power.draw,memory.used
 #                --format=csv,noheader,nounits -lms 200   (two GPUs; one line cut short; one [N/A])

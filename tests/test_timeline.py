@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmcompare import kernelclass, timeline
+from llmcompare.profile import kernel_class, timeline
 
 LAYERS = 3
 # one decode step: per layer qkv (int4), attention, norm, o (int4), silu, gate_up/down (int4); then lm_head
@@ -30,7 +30,7 @@ def kernel_events(steps: int, device: int = 0) -> list[dict]:
 
 
 def test_registry_names_the_engines_kernels():
-    c = kernelclass.classify
+    c = kernel_class.classify
     assert c("void turbomind::gemm::gemm_kernel<...>") == "int4_gemm"
     tm = "void turbomind::gemm::gemm_kernel<turbomind::gemm::GemmUniversal<turbomind::arch::Sm80, Operand_A<half>, "
     assert c(tm + "Operand_B_Pack<turbomind::uint4_t, 1>, half>>(...)") == "int4_gemm"
@@ -59,7 +59,7 @@ def test_registry_names_the_engines_kernels():
                "machete::MacheteCollectiveMma<cute::tuple<cutlass::integer_subbyte<4, false>, cutlass::half_t>>>")
     assert c(machete) == "int4_gemm"
     with pytest.raises(ValueError, match="valid: int4_gemm, comm"):
-        kernelclass.check_class("profile.x", "bogus")
+        kernel_class.check_class("profile.x", "bogus")
 
 
 def test_steps_busy_by_class_and_idle_from_a_synthetic_gpu_trace(tmp_path):

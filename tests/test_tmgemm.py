@@ -9,7 +9,13 @@ token; the kernel names and numbers in them are made up (no GPU here), the gramm
   to_string(GemmDesc): src/turbomind/kernels/gemm/desc.h:63-87; Kernel::GetName: kernel.cu:129-175 (1263d5cd8).
 """
 
-from llmcompare.tmgemm import kernel_for, parse_kernel, parse_problem, selected, turbomind_gemm_choices
+from llmcompare.engines.turbomind_log import (
+    kernel_for,
+    parse_kernel,
+    parse_problem,
+    selected,
+    turbomind_gemm_choices,
+)
 
 PROBLEM = "sm90_f16_u4k128_f16_tnt_fff_16x18944x3584_1"
 K_SM90 = "sm90_f16_u4k128_f16_tnt_fff_64x128x64_4_1x1_gmma_q64n32_64x128x32_c64x128_a1x8x128_00"
@@ -97,7 +103,7 @@ def test_served_m_uses_the_smallest_tuned_m_at_or_above_it():
 import lzma  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from llmcompare.tmgemm import Tally, served_kernel, summarize  # noqa: E402
+from llmcompare.engines.turbomind_log import Tally, served_kernel, summarize  # noqa: E402
 
 H200 = Path(__file__).resolve().parents[1] / "reports/h200-versions"
 KRUN = H200 / "kernels-qwen-awq-h200-20261202-163848"
@@ -171,12 +177,12 @@ _PROBES = Path(__file__).resolve().parent.parent / "reports" / "h200-versions"
 def _served(tmp_path, run: str, engine: str):
     import json
 
-    from llmcompare import engines
+    from llmcompare.engines import registry
 
     log = tmp_path / "server.log"
     with lzma.open(_PROBES / run / f"{engine}.server.log.xz") as src, open(log, "wb") as dst:
         dst.write(src.read())
-    facts = engines.read_log_file("lmdeploy", log)
+    facts = registry.read_log_file("lmdeploy", log)
     saved = json.loads((_PROBES / run / "run.json").read_text())["engines"][engine]["gemm_choices"]
     return {(c["m"], c["n"], c["k"]): c for c in facts.gemm_choices}, saved
 

@@ -7,8 +7,11 @@ import os
 import pytest
 import yaml
 
-from llmcompare import engines, host, scenario
-from llmcompare.scenario import Engine, ScenarioError
+from llmcompare import scenario
+from llmcompare.engines import registry
+from llmcompare.errors import ScenarioError
+from llmcompare.schema.scenario import Engine
+from llmcompare.setup import host
 
 BASE = {
     "model": {"path": "/models/x"},
@@ -44,13 +47,13 @@ def test_scenario_degree_is_every_engines_unless_it_sets_its_own(tmp_path):
 def test_the_flag_goes_on_each_engines_command_line(tmp_path):
     s = load(tmp_path, tensor_parallel=2)
     v, tm, o = s.engines
-    assert engines.server_command(v, "/m", 1)[-2:] == ["--tensor-parallel-size", "2"]
-    cmd = engines.server_command(tm, "/m", 1)
+    assert registry.server_command(v, "/m", 1)[-2:] == ["--tensor-parallel-size", "2"]
+    cmd = registry.server_command(tm, "/m", 1)
     assert cmd[-2:] == ["--tp", "2"] and cmd.count("--tp") == 1
     with pytest.raises(ScenarioError, match="not launched"):  # an already-running server: recorded, nothing passed
-        engines.server_command(o, "/m", 1)
+        registry.server_command(o, "/m", 1)
     one = Engine(name="v", kind="vllm", command=["vllm"], tensor_parallel=1)
-    assert "--tensor-parallel-size" not in engines.server_command(one, "/m", 1)  # degree 1: the engine's default
+    assert "--tensor-parallel-size" not in registry.server_command(one, "/m", 1)  # degree 1: the engine's default
 
 
 def test_the_same_flag_in_args_is_kept_once_and_a_different_one_is_an_error(tmp_path):
@@ -58,7 +61,7 @@ def test_the_same_flag_in_args_is_kept_once_and_a_different_one_is_an_error(tmp_
     data["engines"][0]["args"] = ["-tp", "2"]
     data["engines"][1]["args"] = ["--tp=2"]
     s = load(tmp_path, engines=data["engines"], tensor_parallel=2)
-    v_cmd, tm_cmd = (engines.server_command(e, "/m", 1) for e in s.engines[:2])
+    v_cmd, tm_cmd = (registry.server_command(e, "/m", 1) for e in s.engines[:2])
     assert v_cmd[-2:] == ["-tp", "2"] and "--tensor-parallel-size" not in v_cmd
     assert "--tp=2" in tm_cmd and "--tp" not in tm_cmd
     data["engines"][1]["tensor_parallel"] = 4
@@ -100,7 +103,7 @@ def test_host_without_nvidia_smi_or_with_a_failing_one_still_answers(tmp_path, m
 
 # ---- the all-reduce worker (kernels/collectives.py) --------------------------------------------------------
 def test_allreduce_plan_sizes_and_bad_arguments():
-    from llmcompare.kernels import collectives as C
+    from llmcompare.kernels.in_engine import collectives as C
 
     cfg = C.config(2, 5120, [256, 1, 16, 1], dtype="bfloat16")
     pts = C.plan(cfg)
@@ -115,7 +118,7 @@ def test_allreduce_plan_sizes_and_bad_arguments():
 
 
 def test_allreduce_summary_and_bus_bandwidth_by_hand():
-    from llmcompare.kernels import collectives as C
+    from llmcompare.kernels.in_engine import collectives as C
 
     p = C.plan(C.config(4, 1024, [512]))[0]  # 512 x 1024 x 2 = 1 MiB per GPU
     p = C.summarise(p, [30.0, 10.0, 20.0, 40.0, 50.0])
@@ -125,8 +128,8 @@ def test_allreduce_summary_and_bus_bandwidth_by_hand():
 
 
 def test_worker_lines_parse_into_typed_points():
-    from llmcompare.kernelrun import AllReducePoint
-    from llmcompare.kernels import collectives as C
+    from llmcompare.kernels.in_engine import collectives as C
+    from llmcompare.schema.kernel_run import AllReducePoint
 
     lines = ["NCCL INFO Bootstrap : Using eth0", "[1, 2]", '{"type": "env", "torch": "2.9"}',
              '{"type": "allreduce", "world_size": 2, "m": 16, "hidden_size": 5120, "bytes": 163840, "status": "ok", '
@@ -143,11 +146,11 @@ def test_allreduce_timing_loop_runs_over_gloo_on_cpu(vllm_py, tmp_path):
     import subprocess
     from pathlib import Path
 
-    from llmcompare.kernels import collectives as C
+    from llmcompare.kernels.in_engine import collectives as C
 
     cfg = C.config(2, 64, [1, 8], backend="gloo", iters=3, reps=5, warmup=1)
     root = str(Path(__file__).resolve().parents[1])
-    p = subprocess.run([vllm_py, "-m", "llmcompare.kernels.collectives", json.dumps(cfg)], capture_output=True,
+    p = subprocess.run([vllm_py, "-m", "llmcompare.kernels.in_engine.collectives", json.dumps(cfg)], capture_output=True,
                        text=True, timeout=180, env={**os.environ, "PYTHONPATH": root})
     assert p.returncode == 0, p.stderr[-2000:]
     msgs = [m for m in map(C.parse_line, p.stdout.splitlines()) if m]
@@ -161,7 +164,7 @@ def test_kernel_bench_at_degree_2_times_per_gpu_shapes_and_records_the_allreduce
     import sys
 
     from llmcompare.kernels import bench
-    from llmcompare.results import load_run
+    from llmcompare.schema.files import load_run
 
     block = tmp_path / "block" / "torch"  # the worker's `import torch` fails: every backend and the all-reduce skip
     block.mkdir(parents=True)
@@ -185,7 +188,7 @@ def test_report_splits_each_engines_time_into_gemm_communication_and_the_rest(tm
     import re
     from pathlib import Path
 
-    from llmcompare.report import build_report
+    from llmcompare.report.build import build_report
 
     root = Path(__file__).resolve().parents[1]
     kdir = tmp_path / "kernels-tp2"
@@ -216,10 +219,10 @@ def test_report_splits_each_engines_time_into_gemm_communication_and_the_rest(tm
 
 
 def test_doctor_counts_the_gpus_an_engine_at_degree_n_can_see(monkeypatch):
-    from llmcompare import doctor, gpu
+    from llmcompare.setup import doctor, gpus
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    one = [gpu.Gpu(0, "NVIDIA H200", "580", 9.0, 143771, 0)]
+    one = [gpus.Gpu(0, "NVIDIA H200", "580", 9.0, 143771, 0)]
     check = lambda tp, **env: doctor.EnvCheck(0, Engine(name="v", kind="vllm", tensor_parallel=tp, env=env),  # noqa: E731
                                               probe={"version": "0.26.0", "torch": "2.11", "torch_cuda": "13.0"})
     (f,) = doctor.check_tensor_parallel([check(2)], one)
@@ -237,7 +240,7 @@ def test_serve_bench_records_the_degree_of_an_already_running_server(tmp_path, t
 
     import fakeserver  # tests/fakeserver.py
 
-    from llmcompare.server import free_port
+    from llmcompare.engines.server import free_port
 
     port = free_port()
     proc = fakeserver.launch(port)

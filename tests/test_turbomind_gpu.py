@@ -22,7 +22,7 @@ def test_turbomind_points_carry_their_gemm_choice():
            "rtol": 2e-3, "rep_ms": 20, "profile_m": [64], "ceilings": False}
     py = os.environ.get("LLMCOMPARE_TURBOMIND_PYTHON", sys.executable)
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    out = subprocess.run([py, "-m", "llmcompare.kernels.worker", json.dumps(cfg)], capture_output=True, text=True,
+    out = subprocess.run([py, "-m", "llmcompare.kernels.in_engine.worker", json.dumps(cfg)], capture_output=True, text=True,
                          env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     msgs = [json.loads(x) for x in out.stdout.splitlines()]  # every stdout line is the worker's JSON

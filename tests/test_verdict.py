@@ -4,10 +4,11 @@ import math
 
 import pytest
 
-from llmcompare import trust, verdict
-from llmcompare.client import RequestRecord
-from llmcompare.report import build_report
-from llmcompare.results import EngineRecord, Metrics, PointResult, RunFile, ServeRun, Steady, Trust, load_run
+from llmcompare.analysis import trust, verdict
+from llmcompare.report.build import build_report
+from llmcompare.schema.files import RunFile, load_run
+from llmcompare.schema.request import RequestRecord
+from llmcompare.schema.run import EngineRecord, Metrics, PointResult, ServeRun, Steady, Trust
 
 
 def test_t_quantiles():

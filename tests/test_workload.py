@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from llmcompare.scenario import ScenarioError, Workload
-from llmcompare.workload import Prompts, load_tokenizer
+from llmcompare.errors import ScenarioError
+from llmcompare.schema.scenario import Workload
+from llmcompare.workload.prompts import Prompts, load_tokenizer
 
 
 @pytest.fixture(scope="module")

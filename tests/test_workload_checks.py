@@ -7,10 +7,11 @@ import subprocess
 import pytest
 import yaml
 
-from llmcompare import runner, scenario
-from llmcompare.loadgen import plan
-from llmcompare.scenario import ScenarioError
-from llmcompare.workload import Prompts, load_tokenizer
+from llmcompare import scenario
+from llmcompare.errors import ScenarioError
+from llmcompare.serve import runner
+from llmcompare.serve.loadgen import plan
+from llmcompare.workload.prompts import Prompts, load_tokenizer
 
 pytestmark = pytest.mark.vllm  # the engine's python must be a real vLLM environment (preflight checks it)
 

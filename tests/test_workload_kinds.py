@@ -7,10 +7,13 @@ import re
 
 import pytest
 
-from llmcompare import engines, prefixcache, synthetic
-from llmcompare.scenario import Engine, ScenarioError, Workload, validate
-from llmcompare.typed import build
-from llmcompare.workload import Prompts, load_tokenizer
+from llmcompare.engines import prefix_cache, registry
+from llmcompare.errors import ScenarioError
+from llmcompare.scenario.loader import validate
+from llmcompare.schema.build import build
+from llmcompare.schema.scenario import Engine, Workload
+from llmcompare.workload import synthetic
+from llmcompare.workload.prompts import Prompts, load_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +95,7 @@ def test_synthetic_sharegpt_clips_to_max_total_len():
 
 
 def _scenario(workload, engine=None):
-    return validate(build(__import__("llmcompare.scenario", fromlist=["Scenario"]).Scenario, {
+    return validate(build(__import__("llmcompare.schema.scenario", fromlist=["Scenario"]).Scenario, {
         "model": {"path": "/m"}, "engines": [engine or {"name": "v", "kind": "vllm"}],
         "workload": workload, "load": {"concurrency": [1]}}))
 
@@ -125,15 +128,15 @@ def test_bad_workload_fields_name_the_field(workload, msg):
 
 def test_prefix_cache_flags_per_engine_and_conflicts():
     v = Engine(name="v", kind="vllm", prefix_cache="on")
-    assert "--enable-prefix-caching" in engines.server_command(v, "/m", 8000)
+    assert "--enable-prefix-caching" in registry.server_command(v, "/m", 8000)
     v.prefix_cache = "off"
-    assert "--no-enable-prefix-caching" in engines.server_command(v, "/m", 8000)
+    assert "--no-enable-prefix-caching" in registry.server_command(v, "/m", 8000)
     lm = Engine(name="t", kind="lmdeploy", prefix_cache="on")
-    assert "--enable-prefix-caching" in engines.server_command(lm, "/m", 8000)
+    assert "--enable-prefix-caching" in registry.server_command(lm, "/m", 8000)
     lm.prefix_cache = "off"  # lmdeploy's default: no flag
-    assert "prefix" not in " ".join(engines.server_command(lm, "/m", 8000))
+    assert "prefix" not in " ".join(registry.server_command(lm, "/m", 8000))
     v.prefix_cache = "as-shipped"
-    assert "prefix" not in " ".join(engines.server_command(v, "/m", 8000))
+    assert "prefix" not in " ".join(registry.server_command(v, "/m", 8000))
     with pytest.raises(ScenarioError, match=r"engines\[0\]\.args: passes --no-enable-prefix-caching, and "
                                             r"prefix_cache: on sets the prefix cache too"):
         _scenario({}, {"name": "v", "kind": "vllm", "prefix_cache": "on", "args": ["--no-enable-prefix-caching"]})
@@ -144,13 +147,13 @@ def test_prefix_cache_flags_per_engine_and_conflicts():
 def test_prefix_cache_counters_and_hit_rate():
     page = ('# HELP vllm:prefix_cache_queries Prefix cache queries\nvllm:prefix_cache_queries_total{engine="0"} 300.0\n'
             'vllm:prefix_cache_hits_total{engine="0"} 120.0\nvllm:external_prefix_cache_hits_total 9.0\n')
-    before = prefixcache.parse(page)
+    before = prefix_cache.parse(page)
     assert before == {"queries": 300.0, "hits": 120.0}
     after = {"queries": 700.0, "hits": 420.0}
-    c = prefixcache.delta(before, after)
+    c = prefix_cache.delta(before, after)
     assert c.reported and c.hit_rate == pytest.approx(0.75) and c.queries_tokens == 400
-    assert not prefixcache.delta({}, {}).reported
-    assert "unreadable" in prefixcache.delta("HTTP 404", after).note
+    assert not prefix_cache.delta({}, {}).reported
+    assert "unreadable" in prefix_cache.delta("HTTP 404", after).note
 
 
 # ---- Hugging Face datasets (the `datasets` extra) -------------------------------------------------------------

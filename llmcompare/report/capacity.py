@@ -1,0 +1,40 @@
+"""The report's capacity section: per engine of a run with load.capacity, the highest request rate meeting the
+SLOs, recomputed from the saved probes (capacity.assess: estimate, interval and their definition there)."""
+
+from __future__ import annotations
+
+from llmcompare.analysis import capacity
+from llmcompare.report.doc import Doc
+from llmcompare.schema import scenario
+from llmcompare.schema.codec import record
+from llmcompare.schema.scenario import Slo
+
+
+def capacity_section(doc: Doc, engines: dict) -> list[str]:
+    """engines: report.Served by label. Returns the sentences it wrote."""
+    said, rows = [], []
+    for lb, sv in engines.items():
+        sc = sv.run.scenario
+        cfg = (sc.get("load") or {}).get("capacity")
+        if not cfg:
+            continue
+        cap, slo = record(scenario.Capacity, cfg), record(Slo, sc.get("slo") or {})
+        q, mc = cap.slo_percentile, (sc.get("load") or {}).get("max_concurrency")
+        probes = capacity.probes_of(sv.rec, mc, slo, q)
+        if not probes:
+            continue
+        res = capacity.assess(probes)
+        said.append(f"At {capacity.slo_text(slo, q)}, {sv.title} holds {res.text()}" +
+                    (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {len(probes)} probes)."
+                     if res.lo is not None and res.hi is not None else f" ({len(probes)} probes)."))
+        rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
+                  ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
+    if said:
+        doc.h(2, "Capacity: the highest request rate that meets the SLOs")
+        for s in said:
+            doc.p(s)
+        doc.table(["engine", "rate req/s", "repeats", "worst SLO ratio (mean)", "probe", "per repeat"], rows)
+        how = capacity.__doc__.split("Capacity and its interval", 1)[1].split(":", 1)[1]
+        doc.p("How (llmcompare/capacity.py): a probe passes when no request failed and the worst SLO ratio R (max "
+              "over the SLOs of percentile / limit), averaged over its repeats, is below 1. " + " ".join(how.split()))
+    return said

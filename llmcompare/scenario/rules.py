@@ -1,0 +1,181 @@
+"""Checks across a scenario's fields and of their values (scenario.load calls validate; types were checked by
+typed.build): each error names the field, the bad value and what is valid."""
+
+from __future__ import annotations
+
+import math
+
+from llmcompare.engines.registry import check_degree
+from llmcompare.errors import ScenarioError
+from llmcompare.expand import expand
+from llmcompare.scenario import rules
+from llmcompare.schema.build import _positive, check_name
+from llmcompare.schema.scenario import GENERATED, SLO_METRICS, Capacity, Engine, Profile, Scenario
+from llmcompare.workload.checks import check_workload
+
+
+def validate(s: Scenario) -> Scenario:
+    """Checks across fields and of values; types were checked by build()."""
+    if not s.model.path:
+        raise ScenarioError("model.path: required (a local checkpoint directory)")
+    if not s.engines:
+        raise ScenarioError("engines: at least one engine is required")
+    if s.name:  # load() gives the file's name when the file gives none
+        check_name("name", s.name)
+    check_degree("tensor_parallel", s.tensor_parallel)
+    s.output_dir = expand(s.output_dir, "output_dir")  # like every path field: ${VAR} and ~
+    _check_engines(s)
+    check_workload(s.workload)
+    _check_load(s)
+    _check_kernel_bench(s)
+    check_profile(s.profile, s.load.concurrency, s.workload.input_lens, s.workload.output_lens)
+    return s
+
+
+def _check_engines(s: Scenario) -> None:
+    seen = set()
+    for i, e in enumerate(s.engines):
+        w = f"engines[{i}]"
+        if not e.name:
+            e.name = e.kind if e.kind not in seen else f"{e.kind}{i}"
+        check_name(f"{w}.name", e.name)
+        if e.name in seen:
+            raise ScenarioError(f"{w}.name: {e.name!r} is used twice; engine names must be unique")
+        seen.add(e.name)
+        from llmcompare.engines.registry import ENGINES
+
+        if e.kind not in ENGINES:
+            raise ScenarioError(f"{w}.kind: {e.kind!r} is not valid; valid: {', '.join(ENGINES)}")
+        if ENGINES[e.kind].command is None:
+            if not e.base_url:
+                raise ScenarioError(f"{w}.base_url: required for kind {e.kind} (an already-running server)")
+        elif e.python and e.command:
+            raise ScenarioError(f"{w}: give python or command, not both")
+        if e.venv is not None:
+            _venv(w, e)
+        if e.port is not None and not 0 < e.port < 65536:
+            raise ScenarioError(f"{w}.port: must be in 1..65535, got {e.port}")
+        _positive(f"{w}.startup_timeout_s", e.startup_timeout_s)
+        if not 0 <= e.nice <= 19:
+            raise ScenarioError(f"{w}.nice: must be in 0..19 (a lower priority than the client's), got {e.nice}")
+        if e.gemm_backend is not None:
+            _backend(f"{w}.gemm_backend", e.gemm_backend)
+        from llmcompare.engines.registry import check_prefix_cache, check_tensor_parallel
+
+        check_tensor_parallel(w, e, s.tensor_parallel)
+        check_prefix_cache(w, e)
+
+
+def _check_load(s: Scenario) -> None:
+    wl = s.workload
+    ld = s.load
+    if not ld.concurrency and not ld.request_rate and not ld.capacity:
+        raise ScenarioError("load: give at least one of concurrency (a list of integers), request_rate or capacity")
+    for i, c in enumerate(ld.concurrency):
+        _positive(f"load.concurrency[{i}]", c)
+    for i, r in enumerate(ld.request_rate):
+        _positive(f"load.request_rate[{i}]", r)
+    _positive("load.burstiness", ld.burstiness)
+    if ld.max_concurrency is not None:
+        _positive("load.max_concurrency", ld.max_concurrency)
+    _positive("load.warmup_requests", ld.warmup_requests, allow_zero=True)
+    _positive("load.request_timeout_s", ld.request_timeout_s)
+    _positive("load.metrics_interval_s", ld.metrics_interval_s, allow_zero=True)
+    _positive("load.repeats", ld.repeats)
+    _positive("load.min_duration_s", ld.min_duration_s, allow_zero=True)
+    if ld.min_duration_s and wl.dataset not in GENERATED:  # a file dataset is shared out before the run
+        raise ScenarioError(f"load.min_duration_s: needs a generated workload.dataset ({', '.join(GENERATED)}: a "
+                            f"file's points have fixed sizes); got dataset {wl.dataset}")
+    _positive("load.max_prompts_per_point", ld.max_prompts_per_point)
+    _positive("load.max_attempts", ld.max_attempts)
+    for what, xs in (("concurrency", ld.concurrency), ("request_rate", ld.request_rate)):
+        dup = sorted({x for x in xs if xs.count(x) > 1})
+        if dup:
+            raise ScenarioError(f"load.{what}: {dup} listed twice; each load point must be distinct "
+                                "(use load.repeats to measure a point several times)")
+    for name in ("ttft_ms", "tpot_ms", "e2el_ms"):
+        v = getattr(s.slo, name)
+        if v is not None:
+            _positive(f"slo.{name}", v)
+    for i, p in enumerate(s.percentiles):
+        if not 0 < p < 100:
+            raise ScenarioError(f"percentiles[{i}]: must be in (0, 100), got {p}")
+    if ld.capacity:
+        rules.check(ld.capacity, s.slo, s.percentiles, wl.cells(), ld.restart_between_repeats)
+
+
+def _check_kernel_bench(s: Scenario) -> None:
+    kb = s.kernel_bench
+    for i, m in enumerate(kb.m):
+        _positive(f"kernel_bench.m[{i}]", m)
+    for i, b in enumerate(kb.backends):
+        _backend(f"kernel_bench.backends[{i}]", b)
+    if len(set(kb.backends)) != len(kb.backends):
+        raise ScenarioError(f"kernel_bench.backends: {kb.backends} names a backend twice")
+    for b in kb.python:
+        _backend(f"kernel_bench.python[{b!r}]", b)
+    _positive("kernel_bench.rep_ms", kb.rep_ms)
+    _positive("kernel_bench.timeout_s", kb.timeout_s)
+    for i, nk in enumerate(kb.extra_shapes):
+        if len(nk) != 2 or min(nk) <= 0:
+            raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
+    check_degree("kernel_bench.tensor_parallel", kb.tensor_parallel)
+    kb.tensor_parallel = kb.tensor_parallel or s.tensor_parallel
+
+
+def _venv(w: str, e: Engine) -> None:
+    from llmcompare.engines.environments import check_venv
+    from llmcompare.engines.registry import ENGINES
+
+    if ENGINES[e.kind].command is None:
+        raise ScenarioError(f"{w}.venv: kind {e.kind} is a running server, not launched in an environment")
+    if e.python or e.command:
+        raise ScenarioError(f"{w}: give one of python, command or venv")
+    check_venv(e.venv, e.kind, f"{w}.venv")
+
+
+def _backend(where: str, name: str) -> None:
+    from llmcompare.engines.gemm_backends import UnknownBackend, backend
+
+    try:
+        backend(name)
+    except UnknownBackend as e:
+        raise ScenarioError(f"{where}: {e}") from None
+
+
+def check(cap: Capacity, slo, percentiles: list[float], cells: list, restart: bool) -> None:
+    where = "load.capacity"
+    if not any(getattr(slo, m) is not None for m in SLO_METRICS):
+        raise ScenarioError(f"{where}: needs at least one SLO: set slo.ttft_ms, slo.tpot_ms or slo.e2el_ms")
+    if cap.slo_percentile not in percentiles:
+        raise ScenarioError(f"{where}.slo_percentile: {cap.slo_percentile:g} is not among percentiles "
+                            f"{[float(p) for p in percentiles]}; add it there")
+    if not 0 < cap.min_rate < cap.max_rate or math.isinf(cap.max_rate):
+        raise ScenarioError(f"{where}: needs 0 < min_rate < max_rate (finite), got min_rate {cap.min_rate:g}, "
+                            f"max_rate {cap.max_rate:g}")
+    if not 0 < cap.tolerance < 1:
+        raise ScenarioError(f"{where}.tolerance: a fraction in (0, 1), got {cap.tolerance:g}")
+    if len(cells) != 1:
+        raise ScenarioError(f"{where}: searches one workload cell; workload gives {len(cells)} (input_len x "
+                            "output_len, x prefix_len x num_prefixes for shared-prefix): give single values")
+    if restart:
+        raise ScenarioError(f"{where}: cannot be combined with load.restart_between_repeats (one server per search)")
+    if cap.max_probes < 2:
+        raise ScenarioError(f"{where}.max_probes: at least 2, got {cap.max_probes}")
+
+
+def check_profile(p: Profile, concurrency: list[int], input_lens: list[int], output_lens: list[int]) -> None:
+    for name, want, axis in (("input_len", p.input_len, input_lens), ("output_len", p.output_len, output_lens)):
+        if want is not None and want not in axis:
+            raise ScenarioError(f"profile.{name}: {want} is not a cell of the grid; valid: workload.{name} "
+                                f"({', '.join(map(str, axis))}) or null (every cell)")
+    for i, c in enumerate(p.points):
+        if c not in concurrency:
+            raise ScenarioError(f"profile.points[{i}]: {c} is not a load point; valid: the concurrencies of "
+                                f"load.concurrency ({', '.join(map(str, concurrency)) or 'none'})")
+    if len(set(p.points)) != len(p.points):
+        raise ScenarioError(f"profile.points: {p.points} names a point twice")
+    if not p.seconds > 0:
+        raise ScenarioError(f"profile.seconds: must be > 0, got {p.seconds}")
+    if p.telemetry_interval_ms < 0:
+        raise ScenarioError(f"profile.telemetry_interval_ms: must be >= 0 (0: off), got {p.telemetry_interval_ms}")

@@ -1,0 +1,264 @@
+"""Result records and files: typed, versioned, self-describing, written as the run goes.
+
+A serve-bench run directory holds
+  run.json                    ServeRun (schema SERVE_SCHEMA): scenario, host, and per engine an EngineRecord with
+                              its command line, version, what its log says it chose, the request body it was
+                              sent, and one PointResult per load point, repeat and attempt; rewritten atomically
+                              after every state change, so it is always readable
+  <engine>.requests.jsonl     one line per finished request (appended as each finishes)
+  <engine>.series.jsonl       per point, one line per second: output tokens, requests in flight, engine gauges
+  <engine>.metrics.jsonl      the engine's Prometheus samples, one line per sample
+  <engine>.server.log         the server's stdout and stderr
+A kernel-bench run directory holds run.json (KernelRun, schema KERNEL_SCHEMA), kernels.csv and worker logs.
+
+One writer and one reader per schema: `to_json` / `from_json` here. The reader still accepts the /1 schemas
+(files committed under reports/ before points had repeats, steady-state windows and trust checks) and /2;
+oldfiles.py fills in what older files did not carry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+
+from llmcompare.schema.codec import _plain, record
+from llmcompare.schema.prefix_cache import PrefixCache
+from llmcompare.schema.profile import ProfileRecord
+from llmcompare.schema.telemetry import TelemetrySummary
+from llmcompare.schema.upgrade import upgrade
+
+SERVE_SCHEMA = "llmcompare.serve-bench/3"
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---- serve-bench -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadKey:
+    """What identifies a load point across engines and runs: the load, and the workload cell it sends (random
+    prompts of exactly input_len tokens, exactly output_len out; None for file datasets, whose lengths vary;
+    shared-prefix: num_prefixes prefixes of prefix_len tokens before the input_len, None for other datasets)."""
+
+    concurrency: int | None = None  # closed loop
+    request_rate: float | None = None  # open loop, req/s (inf: all at once)
+    max_concurrency: int | None = None  # open loop's cap on requests in flight
+    input_len: int | None = None  # tokens per prompt (shared-prefix: after the prefix)
+    output_len: int | None = None  # tokens per reply
+    prefix_len: int | None = None  # shared-prefix: tokens of each shared prefix
+    num_prefixes: int | None = None  # shared-prefix: distinct prefixes
+
+    @property
+    def load_label(self) -> str:
+        if self.concurrency is not None:
+            return f"c={self.concurrency}"
+        r = self.request_rate
+        cap = f",max={self.max_concurrency}" if self.max_concurrency else ""
+        return ("rate=inf" if r is not None and math.isinf(r) else f"rate={r:g}") + cap
+
+    @property
+    def workload_label(self) -> str:
+        """'in=1024 out=256', 'in=256 out=128 prefix=1024x4' (shared-prefix: prefix_len x num_prefixes), or ''
+        for a file dataset."""
+        if self.input_len is None and self.output_len is None:
+            return ""
+        prefix = f" prefix={self.prefix_len}x{self.num_prefixes}" if self.prefix_len is not None else ""
+        return f"in={self.input_len} out={self.output_len}{prefix}"
+
+    @property
+    def workload(self) -> tuple[int, int, int, int]:
+        """Sort key of the workload cell (file datasets first; the prefix axes inner)."""
+        return (self.input_len or 0, self.output_len or 0, self.prefix_len or 0, self.num_prefixes or 0)
+
+    @property
+    def cell(self) -> tuple[int | None, int | None, int | None, int | None]:
+        """The workload cell as scenario.Workload.cells() gives it: (input, output, prefix_len, num_prefixes)."""
+        return (self.input_len, self.output_len, self.prefix_len, self.num_prefixes)
+
+    @property
+    def label(self) -> str:
+        return f"{self.load_label} {self.workload_label}".strip()
+
+    @property
+    def x(self) -> float | None:
+        """Where the point goes on a chart's load axis."""
+        if self.concurrency is not None:
+            return float(self.concurrency)
+        return None if self.request_rate is None or math.isinf(self.request_rate) else self.request_rate
+
+
+# vLLM bench serve's per-point figures, under its names (units: ms, s, req/s, tok/s as named in README)
+_COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens", "input_tokens_from_usage",
+           "output_tokens_from_usage", "output_tokens_retokenized")
+
+
+@dataclass
+class Metrics:
+    completed: int = 0
+    failed: int = 0
+    duration_s: float = 0.0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    request_throughput: float = 0.0  # req/s
+    output_throughput: float = 0.0  # tok/s
+    total_token_throughput: float = 0.0  # tok/s
+    input_tokens_from_usage: int = 0
+    output_tokens_from_usage: int = 0
+    output_tokens_retokenized: int = 0
+    good_requests: int | None = None
+    request_goodput: float | None = None  # req/s
+    mean_tokens_per_chunk: float | None = None  # output tokens / chunks carrying a token
+    errors: dict[str, int] = field(default_factory=dict)
+    # mean_/median_/std_/p<q>_ of ttft, tpot, itl, itl_chunks, e2el, queue, in ms (vLLM's flat key names)
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def stat(self, key: str) -> float | None:
+        return self.stats.get(key)
+
+    def to_json(self) -> dict:
+        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "stats"}
+        return d | self.stats
+
+    @classmethod
+    def from_json(cls, d: dict) -> Metrics:
+        names = {f.name for f in dataclasses.fields(cls)} - {"stats"}
+        m = record(cls, {k: v for k, v in d.items() if k in names})
+        m.stats = {k: float(v) for k, v in d.items() if k not in names and k.endswith("_ms") and v is not None}
+        return m
+
+
+@dataclass
+class Steady:
+    """A closed-loop point's steady-state window: from the moment the first c requests have finished (every slot
+    busy, ramp-up over) to the last request sent (drain not yet begun). Figures inside it only."""
+
+    start_s: float = 0.0  # seconds from the point's start
+    end_s: float = 0.0
+    output_tokens: float = 0.0  # tokens whose chunks arrived inside the window
+    output_throughput: float = 0.0  # tok/s over the window
+    request_throughput: float = 0.0  # requests finished inside the window / its length
+    requests_inside: int = 0  # sent and finished inside the window: the latency statistics below
+    stats: dict[str, float] = field(default_factory=dict)  # median_/p99_ of ttft, tpot, itl, e2el (ms)
+    sub_output_throughput: list[float] = field(default_factory=list)  # the window cut in equal parts, tok/s each
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass
+class Trust:
+    """Whether a point's timestamps and work can be believed; an untrusted point is never averaged in."""
+
+    assessed: bool = True  # False for files written before these checks existed (schema /1)
+    trusted: bool = True
+    reasons: list[str] = field(default_factory=list)
+    single_read_requests: int = 0  # whole stream arrived in one read of the socket: no timing inside it
+    wrong_length_requests: int = 0  # produced another number of tokens than asked (ignore_eos)
+    loop_lag_excess_ms: float | None = None  # client loop lag p99 above its idle floor
+
+
+@dataclass
+class PointResult:
+    index: int = 0  # position of its load key in the plan
+    repeat: int = 0  # 0 .. load.repeats - 1
+    attempt: int = 1  # 1 + times it was measured again because the timestamps could not be trusted
+    concurrency: int | None = None
+    request_rate: float | None = None
+    max_concurrency: int | None = None
+    input_len: int | None = None  # the workload cell (random prompts); None for file datasets
+    output_len: int | None = None
+    prefix_len: int | None = None  # shared-prefix's cell (LoadKey); None for other datasets
+    num_prefixes: int | None = None
+    num_prompts: int = 0
+    num_prompts_why: str = ""
+    status: str = "running"  # running | complete | untrusted | partial | interrupted
+    started_at: str | None = None
+    finished_at: str | None = None
+    metrics: Metrics | None = None  # whole point, as vLLM bench serve reports it
+    steady: Steady | None = None
+    trust: Trust = field(default_factory=Trust)
+    server_metrics: dict[str, float] = field(default_factory=dict)  # time-averaged engine gauges
+    server_metrics_error: str | None = None
+    prefix_cache: PrefixCache | None = None  # hit rate over the point, as the engine reports it (None: older files)
+    token_counts: dict[str, int] = field(default_factory=dict)
+    client: dict[str, float] = field(default_factory=dict)  # the client's event-loop lag, ms
+    warnings: list[str] = field(default_factory=list)
+    unfinished: int = 0  # requests not finished when it stopped (never sent, or cut off)
+    cut_off: int = 0  # requests in flight when the engine died: not the engine's failures, not its results
+    telemetry: TelemetrySummary | None = None  # GPU power, clocks, memory over the measured run (telemetry.py)
+
+    @property
+    def key(self) -> LoadKey:
+        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency, self.input_len, self.output_len,
+                       self.prefix_len, self.num_prefixes)
+
+    @property
+    def label(self) -> str:
+        return self.key.label
+
+    @property
+    def usable(self) -> bool:
+        """Complete and trusted: the only points a verdict uses."""
+        return self.status == "complete" and self.metrics is not None and self.metrics.completed > 0
+
+    def to_json(self) -> dict:
+        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {"label": self.label, **d}
+
+
+@dataclass
+class EngineRecord:
+    name: str = ""
+    kind: str = ""
+    status: str = "starting"  # starting | running | complete | failed | interrupted
+    error: str | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    version: str | None = None
+    base_url: str | None = None
+    log: str | None = None
+    pid: int | None = None
+    ready_s: float | None = None  # seconds from launch until /v1/models answered (last start)
+    starts: int = 0
+    served_model: str | None = None
+    max_model_len: int | None = None  # prompt + output tokens the server accepts
+    max_model_len_source: str | None = None
+    request_body: dict = field(default_factory=dict)  # sent with every request (prompt, max_tokens per request)
+    kernels: dict[str, str] = field(default_factory=dict)  # linear method -> kernel its log names
+    log_notes: list[str] = field(default_factory=list)
+    gemm_choices: list[dict] = field(default_factory=list)  # TurboMind: per GEMM problem, its kernel (tmgemm.Tally)
+    tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
+    client_idle_loop_lag_p99_ms: float | None = None
+    points: list[PointResult] = field(default_factory=list)
+    profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (capture.py), never in points
+
+    def point(self, index: int, repeat: int) -> PointResult | None:
+        """The last attempt of (index, repeat)."""
+        return next((p for p in reversed(self.points) if (p.index, p.repeat) == (index, repeat)), None)
+
+
+@dataclass
+class ServeRun:
+    schema: str = SERVE_SCHEMA
+    status: str = "running"  # running | complete | failed | interrupted
+    error: str | None = None
+    created_at: str = ""
+    finished_at: str | None = None
+    argv: list[str] = field(default_factory=list)
+    host: dict = field(default_factory=dict)
+    scenario: dict = field(default_factory=dict)  # the scenario as run, every field
+    model_config: dict | None = None
+    engines: dict[str, EngineRecord] = field(default_factory=dict)
+    resumed: list[dict] = field(default_factory=list)  # per `serve-bench --resume`: when, argv, cells to do
+    dir: str = ""  # where it was read from or is written (not saved)
+
+    def to_json(self) -> dict:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "dir"}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ServeRun:
+        return record(cls, upgrade(d))

