@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Re-analyses the kept traces of saved serve-bench runs' profiled passes (llmcompare/timeline.py with the current
-kernel classes, kernelclass.py), and each window's prefill share from the pass's saved requests, and rewrites
+"""Re-analyses the kept traces of saved serve-bench runs' profiled passes (llmcompare/profile/timeline.py with the current
+kernel classes, profile/kernel_class.py), and each window's prefill share from the pass's saved requests, and rewrites
 run.json (atomically); for runs captured before a change of either.
 A run's README says when it was applied. Nothing else in run.json changes.
 

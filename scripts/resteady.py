@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Recomputes the steady-state window (llmcompare/steady.py) of every point of saved serve-bench runs from their
+"""Recomputes the steady-state window (llmcompare/analysis/steady.py) of every point of saved serve-bench runs from their
 <engine>.requests.jsonl, with the current definition, and rewrites run.json (atomically). For runs measured before
 a change of that definition; a run's README says when it was applied. Nothing else in run.json changes.
 

@@ -1,4 +1,4 @@
-"""The capacity search's rules (capacity.py) on crafted probes, and its scenario checks."""
+"""The capacity search's rules (analysis/capacity.py) on crafted probes, and its scenario checks."""
 
 import math
 

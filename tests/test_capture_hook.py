@@ -1,6 +1,6 @@
-"""The capture hook (profhook/sitecustomize.py) in real processes of the vLLM CPU environment's python (it has
+"""The capture hook (profile/in_engine/sitecustomize.py) in real processes of the vLLM CPU environment's python (it has
 torch), without a server: registration (forked children too), the SIGUSR2 toggle, a torch-less process that
-answers and survives, the chained sitecustomize, and the traces collected, gzipped and analysed (capture.py)."""
+answers and survives, the chained sitecustomize, and the traces collected, gzipped and analysed (serve/capture.py)."""
 
 import asyncio
 import gzip

@@ -1,4 +1,4 @@
-"""Where a profiled pass's capture window falls (capture.py): in the decode phase of a wave, and how much of the
+"""Where a profiled pass's capture window falls (serve/capture.py): in the decode phase of a wave, and how much of the
 window's traffic was still before its first token."""
 
 from llmcompare.schema.profile import ProfileRecord

@@ -1,6 +1,6 @@
 """Shared-prefix cells against the real vLLM CPU server, its prefix cache on and off: prefix_len as a grid axis
 (each cell's prompts carry its own prefix, as the engine counts them), and the hit rate the engine reports is
-recorded per cell (prefixcache.py) and is > 0 only with the cache on."""
+recorded per cell (engines/prefix_cache.py) and is > 0 only with the cache on."""
 
 import json
 import subprocess

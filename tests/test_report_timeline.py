@@ -1,4 +1,4 @@
-"""The report's per-step table (report_timeline.py): measured int4 GEMM per step beside kernel-bench's prediction
+"""The report's per-step table (report/timeline.py): measured int4 GEMM per step beside kernel-bench's prediction
 at the point's batch, the rest named with numbers; telemetry rows and the 'unavailable' line."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""GPU telemetry (telemetry.py): nvidia-smi's CSV parsed and summarised; no nvidia-smi is not an error; and the
+"""GPU telemetry (serve/telemetry.py): nvidia-smi's CSV parsed and summarised; no nvidia-smi is not an error; and the
 scenario's profile section is validated with errors that name the field."""
 
 import gzip

@@ -1,4 +1,4 @@
-"""Per-step analysis of a Chrome trace (timeline.py) and the kernel class registry, on small synthetic traces
+"""Per-step analysis of a Chrome trace (profile/timeline.py) and the kernel class registry, on small synthetic traces
 built here (a parser test: the real traces come from test_profile.py on vLLM's CPU build and from the H200)."""
 
 import gzip

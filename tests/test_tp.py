@@ -73,7 +73,7 @@ def test_the_same_flag_in_args_is_kept_once_and_a_different_one_is_an_error(tmp_
 
 
 def fake_nvidia_smi(tmp_path, topo_rc=0):
-    """An nvidia-smi on PATH that answers the two queries host.py makes."""
+    """An nvidia-smi on PATH that answers the two queries setup/host.py makes."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     f = bin_ / "nvidia-smi"
@@ -101,7 +101,7 @@ def test_host_without_nvidia_smi_or_with_a_failing_one_still_answers(tmp_path, m
     assert host.host_info(tensor_parallel=2)["gpu_topology"] is None
 
 
-# ---- the all-reduce worker (kernels/collectives.py) --------------------------------------------------------
+# ---- the all-reduce worker (kernels/in_engine/collectives.py) --------------------------------------------------------
 def test_allreduce_plan_sizes_and_bad_arguments():
     from llmcompare.kernels.in_engine import collectives as C
 

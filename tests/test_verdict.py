@@ -1,4 +1,4 @@
-"""Intervals and significance (verdict.py), trust decisions (trust.py), and the report's verdict on saved files."""
+"""Intervals and significance (analysis/verdict.py), trust decisions (analysis/trust.py), and the report's verdict on saved files."""
 
 import math
 

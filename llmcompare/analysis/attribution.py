@@ -37,8 +37,9 @@ import statistics
 from dataclasses import dataclass, field
 
 from llmcompare.engines import gemm_backends, registry
-from llmcompare.engines.gemm_backends import LM_HEAD, base_name
-from llmcompare.schema.kernel_run import KernelRun
+from llmcompare.engines.gemm_backends import base_name
+from llmcompare.models.shapes import from_config
+from llmcompare.schema.kernel_run import LM_HEAD, KernelRun
 from llmcompare.schema.run import EngineRecord, PointResult
 
 ALLREDUCES_PER_LAYER = 2  # a tensor-parallel layer sums o's and down's partial outputs over the GPUs
@@ -218,7 +219,6 @@ def compare(label: str, cand: PointGemm, base: PointGemm, table: KernelTable, ca
 def shapes_match(table: KernelTable, model_config: dict | None) -> bool | None:
     if not model_config:
         return None
-    from llmcompare.models.shapes import from_config
 
     try:
         want = {(g.n, g.k) for g in from_config(model_config, table.tensor_parallel)}

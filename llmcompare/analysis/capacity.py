@@ -26,6 +26,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from llmcompare.analysis.verdict import t975, usable_points
 from llmcompare.schema.scenario import SLO_METRICS, Capacity
 
 
@@ -64,7 +65,6 @@ class Probe:
         return self.mean < 1.0
 
     def bounds(self) -> tuple[float, float]:
-        from llmcompare.analysis.verdict import t975
 
         if len(self.ratios) < 2 or not math.isfinite(self.mean):
             return self.mean, self.mean
@@ -133,7 +133,6 @@ def next_rate(cap: Capacity, probes: list[Probe]) -> float | None:
 def probes_of(rec, max_concurrency: int | None, slo, q: float) -> list[Probe]:
     """The engine's open-loop points at a finite rate (the last attempt of each repeat, complete and trusted) as
     probes; a rate none of whose repeats is usable is left out."""
-    from llmcompare.analysis.verdict import usable_points
 
     out = []
     for key, pts in usable_points(rec).items():

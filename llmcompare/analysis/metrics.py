@@ -18,7 +18,7 @@ Per load point (duration = from the first request sent to the last one finished)
 Token counts are the server's `usage`; where it is missing the output is re-tokenized with the scenario's
 tokenizer (and the prompt length taken from the client's count), and the result says so.
 Statistics: mean, median, std (population) and the configured percentiles (numpy's linear interpolation).
-The steady-state window of a closed-loop point (steady.py) has its own figures beside these.
+The steady-state window of a closed-loop point (analysis/steady.py) has its own figures beside these.
 """
 
 from __future__ import annotations

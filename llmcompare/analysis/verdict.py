@@ -1,6 +1,6 @@
 """Verdicts: every figure with its 95% interval, every gap with its interval and a significance word.
 
-Which value of a point: the steady-state window's figure when every repeat of both engines has one (steady.py),
+Which value of a point: the steady-state window's figure when every repeat of both engines has one (analysis/steady.py),
 else the whole-point figure (what vLLM bench serve reports) for both; the verdict says which. Only complete, trusted points
 enter (results.PointResult.usable); the last attempt of each repeat counts.
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmcompare.schema.kernel_run import LM_HEAD
+
 
 def int4_awq_bytes(n: int, k: int, g: int) -> int:
     """AWQ int4 weight [K, N] with per-group fp16 scales and int4 zero points (group g along K)."""
@@ -71,7 +73,6 @@ def from_log_name(kernel: str) -> str | None:
     return next((b for b, info in BACKENDS.items() if kernel in info.log_names), None)
 
 
-LM_HEAD = "lm_head"  # the shape name of vocab x hidden (kernels/shapes.lm_head)
 
 
 def runs_on(name: str, shape: str) -> bool:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from llmcompare.engines.environments import resolve_python
 from llmcompare.expand import expand
 from llmcompare.schema.scenario import Engine
 
@@ -7,7 +8,6 @@ from llmcompare.schema.scenario import Engine
 def engine_python(e: Engine) -> str | None:
     """The python of the engine's environment: its `venv` (made by `llmcompare setup`) or its `python`."""
     if e.venv:
-        from llmcompare.engines.environments import resolve_python
 
         return resolve_python(e.venv, f"engine {e.name!r}: venv")
     return expand(e.python) if e.python else None

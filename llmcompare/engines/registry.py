@@ -59,7 +59,7 @@ class EngineKind:
     # the server flags that set its tensor-parallel degree, the first one the one llmcompare passes; () for a
     # server it does not launch (its degree is recorded as the scenario says, nothing is passed)
     tp_flags: tuple[str, ...] = ()
-    # prefix_cache mode (on, off) -> the server flags that set it (prefixcache.py); {}: not settable
+    # prefix_cache mode (on, off) -> the server flags that set it (engines/prefix_cache.py); {}: not settable
     prefix_cache_flags: dict[str, list[str]] = field(default_factory=dict)
     # a start-up (launch to ready) for a time estimate before one was timed: on the H200 vLLM 0.26 took 98-147 s
     # (torch.compile and CUDA graph capture of a 7-8B model), lmdeploy 0.18's TurboMind 18-32 s (reports/)

@@ -1,5 +1,5 @@
 """`llmcompare make-model`: a Qwen2-architecture checkpoint with random weights and the real Qwen tokenizer, or
-a Llama-architecture one (preset llama3-8b) with a Llama-3-sized tokenizer that is not Llama-3's (tokenizer.py).
+a Llama-architecture one (preset llama3-8b) with a Llama-3-sized tokenizer that is not Llama-3's (models/tokenizer.py).
 
 Weights are random but valid: bf16/fp16 tensors ~N(0, 0.02), or AutoAWQ "gemm" int4 linears (qweight int32
 [K, N/8], qzeros int32 [K/g, N/8], scales fp16 [K/g, N]; packing order 0,2,4,6,1,3,5,7). No hub download:

@@ -22,10 +22,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcompare.engines.gemm_backends import LM_HEAD
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
 from llmcompare.models.checkpoint import PRESETS
+from llmcompare.schema.kernel_run import LM_HEAD
 from llmcompare.schema.scenario import Scenario
 
 

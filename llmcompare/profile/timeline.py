@@ -1,6 +1,6 @@
 """Where a served engine's GPU time goes per decode step, read from a captured Chrome trace (torch.profiler's).
 
-Input: a trace JSON (gzipped or not) written by the capture hook (profhook/sitecustomize.py). Events used:
+Input: a trace JSON (gzipped or not) written by the capture hook (profile/in_engine/sitecustomize.py). Events used:
   GPU   complete events (ph "X") of category "kernel", "gpu_memcpy" or "gpu_memset" (CUPTI's records, CUDA-graph
         nodes included), of one device (the lowest id seen: with tensor parallelism each GPU runs the same step)
   CPU   when the trace has no kernel (a CPU build), the outermost "cpu_op" events of each thread of the process
@@ -10,7 +10,7 @@ kernel's name), the `gemm`-class kernel name (not int4) seen most often (ties: m
 fp16 GEMM of an AWQ model, at decode batch sizes; without such a kernel, the name whose count is the most common
 count among names seen more than once (kernels that run once per step). A lm_head whose kernel changes with the
 batch size within the window merges steps (they show as long ones: the median step is robust to a few).
-Per step: busy time by class (kernelclass.py; kernels are put in the step where they start), busy = the union of
+Per step: busy time by class (profile/kernel_class.py; kernels are put in the step where they start), busy = the union of
 kernel intervals (overlapping streams count once), idle = step - busy (the GPU waiting for the host). Per window:
 step count, median and mean step, and per class the mean per step (means add up: sum of classes - overlap + idle =
 mean step).

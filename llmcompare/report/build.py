@@ -1,6 +1,6 @@
 """`llmcompare report RUN...`: report.md, report.html and PNG charts from saved serve-bench and kernel-bench runs.
 Reads result files only; measures nothing. It leads with the verdict (who is faster, where, by how much, with
-95% intervals and a significance word: verdict.py), then the details and the provenance."""
+95% intervals and a significance word: analysis/verdict.py), then the details and the provenance."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmcompare import scenario
 from llmcompare.analysis import verdict
 from llmcompare.errors import ResultsReadError
 from llmcompare.report import charts, win_map
@@ -154,7 +155,7 @@ def serve_details(doc: Doc, out: Path, engines: dict[str, Served], refs: list[di
 
 
 def cache_hit(p) -> str | None:
-    """The point's prefix-cache hit rate in %, as its engine reported it (prefixcache.py); None for older files."""
+    """The point's prefix-cache hit rate in %, as its engine reported it (engines/prefix_cache.py); None for older files."""
     c = p.prefix_cache
     if c is None:
         return None
@@ -223,7 +224,6 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
     doc.h(1, "llmcompare report")
     refs = [r for run in serve for r in run.scenario.get("references", [])]
     if references_from:  # published series kept in another scenario file (e.g. qwen-awq)
-        from llmcompare import scenario
 
         refs += [dataclasses.asdict(r) for r in scenario.load(references_from).references]
     for r in refs:

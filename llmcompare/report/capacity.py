@@ -35,6 +35,6 @@ def capacity_section(doc: Doc, engines: dict) -> list[str]:
             doc.p(s)
         doc.table(["engine", "rate req/s", "repeats", "worst SLO ratio (mean)", "probe", "per repeat"], rows)
         how = capacity.__doc__.split("Capacity and its interval", 1)[1].split(":", 1)[1]
-        doc.p("How (llmcompare/capacity.py): a probe passes when no request failed and the worst SLO ratio R (max "
+        doc.p("How (llmcompare/analysis/capacity.py): a probe passes when no request failed and the worst SLO ratio R (max "
               "over the SLOs of percentile / limit), averaged over its repeats, is below 1. " + " ".join(how.split()))
     return said

@@ -67,7 +67,7 @@ def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | 
 def gemm_verbose(rec: EngineRecord) -> str | None:
     """Why an engine's throughput is instrumented by TurboMind's GEMM logging, or None: its log holds `[Gemm] plan`
     lines (engines.GEMM_VERBOSE_NOTE), or TM_GEMM_VERBOSE is set in its env and its lmdeploy is not older than
-    0.18 (0.17 has no such switch; tmgemm.py)."""
+    0.18 (0.17 has no such switch; engines/turbomind_log.py)."""
     if note := next((n for n in rec.log_notes if n.startswith(GEMM_VERBOSE_NOTE)), None):
         return note
     value = rec.env.get("TM_GEMM_VERBOSE")

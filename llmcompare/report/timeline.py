@@ -1,4 +1,4 @@
-"""Report sections from the profiled passes (capture.py, timeline.py) and GPU telemetry (telemetry.py): where each
+"""Report sections from the profiled passes (serve/capture.py, profile/timeline.py) and GPU telemetry (serve/telemetry.py): where each
 engine's GPU time goes per decode step, measured, beside what kernel-bench's table predicts for its int4 GEMMs at
 the window's decode batch; and energy per output token. Reads saved files only."""
 
@@ -198,7 +198,7 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
                 doc.p(f"{lb} {p.label}: top kernels of {t.file} (of {len(p.traces)} traces; anchor "
                       f"{t.steps.anchor!r}): " + "; ".join(f"{k['name'][:80]} [{k['class']}] {k['count']}x "
                                                          f"{k['ms']:.2f} ms" for k in t.steps.top_kernels[:6]))
-        doc.p("Classes: " + ", ".join(ORDER) + " (llmcompare/kernelclass.py).")
+        doc.p("Classes: " + ", ".join(ORDER) + " (llmcompare/profile/kernel_class.py).")
     telemetry_section(doc, engines)
 
 

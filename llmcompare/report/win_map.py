@@ -1,5 +1,5 @@
 """The win map in the report: per pair of engines, the output-throughput gap over the grid (rows: workload cells,
-columns: load) with its 95% interval and significance word in every cell (verdict.py), the crossover lines
+columns: load) with its 95% interval and significance word in every cell (analysis/verdict.py), the crossover lines
 where the winner changes, and per workload cell each engine's Pareto front of per-user speed against total
 throughput. Reads saved results only.
 

@@ -1,4 +1,4 @@
-"""Scenarios: read (loader.py), overridden from the command line (overrides.py) and validated (rules.py) against
+"""Scenarios: read (loader.py), overridden from the command line (scenario/overrides.py) and validated (rules.py) against
 the registries they name. The records themselves are in schema/scenario.py."""
 
 from llmcompare.scenario.loader import SCENARIO_DIR, load, resolve_path, validate

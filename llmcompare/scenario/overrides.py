@@ -10,9 +10,10 @@ from typing import Any
 
 import yaml
 
+from llmcompare.errors import ScenarioError
+
 
 def _error(message: str) -> Exception:
-    from llmcompare.errors import ScenarioError
 
     return ScenarioError(message)
 

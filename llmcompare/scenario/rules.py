@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
-from llmcompare.engines.registry import check_degree
+from llmcompare.engines.environments import check_venv
+from llmcompare.engines.gemm_backends import UnknownBackend, backend
+from llmcompare.engines.registry import ENGINES, check_degree, check_prefix_cache, check_tensor_parallel
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
 from llmcompare.scenario import rules
@@ -42,7 +44,6 @@ def _check_engines(s: Scenario) -> None:
         if e.name in seen:
             raise ScenarioError(f"{w}.name: {e.name!r} is used twice; engine names must be unique")
         seen.add(e.name)
-        from llmcompare.engines.registry import ENGINES
 
         if e.kind not in ENGINES:
             raise ScenarioError(f"{w}.kind: {e.kind!r} is not valid; valid: {', '.join(ENGINES)}")
@@ -60,7 +61,6 @@ def _check_engines(s: Scenario) -> None:
             raise ScenarioError(f"{w}.nice: must be in 0..19 (a lower priority than the client's), got {e.nice}")
         if e.gemm_backend is not None:
             _backend(f"{w}.gemm_backend", e.gemm_backend)
-        from llmcompare.engines.registry import check_prefix_cache, check_tensor_parallel
 
         check_tensor_parallel(w, e, s.tensor_parallel)
         check_prefix_cache(w, e)
@@ -124,8 +124,6 @@ def _check_kernel_bench(s: Scenario) -> None:
 
 
 def _venv(w: str, e: Engine) -> None:
-    from llmcompare.engines.environments import check_venv
-    from llmcompare.engines.registry import ENGINES
 
     if ENGINES[e.kind].command is None:
         raise ScenarioError(f"{w}.venv: kind {e.kind} is a running server, not launched in an environment")
@@ -135,7 +133,6 @@ def _venv(w: str, e: Engine) -> None:
 
 
 def _backend(where: str, name: str) -> None:
-    from llmcompare.engines.gemm_backends import UnknownBackend, backend
 
     try:
         backend(name)

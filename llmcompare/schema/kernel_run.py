@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from llmcompare.schema.codec import _plain, record
 
 KERNEL_SCHEMA = "llmcompare.kernel-bench/2"
+LM_HEAD = "lm_head"  # KernelPoint.shape of vocab x hidden (models/shapes.lm_head): fp16 in every engine
 
 
 @dataclass
@@ -32,7 +33,7 @@ class KernelPoint:
     graph_us_p80: float | None = None
     kernels: list[dict] = field(default_factory=list)  # torch.profiler: name, launches_per_call, us_per_call
     kernels_error: str | None = None
-    tm_gemm: list[dict] = field(default_factory=list)  # TurboMind's own report of the kernel it chose (tmgemm.py)
+    tm_gemm: list[dict] = field(default_factory=list)  # TurboMind's own report of the kernel it chose (engines/turbomind_log.py)
     tm_api: str | None = None  # which TurboMind Python API ran it (0.17's or 0.18's)
     tm_gemm_candidates: int | None = None  # kernels TurboMind's tuner measured for this M
     trace: str | None = None  # the worker's traceback when status is error
@@ -55,7 +56,7 @@ class KernelPoint:
 
 @dataclass
 class AllReducePoint:
-    """One all-reduce timed by kernels/collectives.py: M x hidden elements summed over world_size GPUs, what a
+    """One all-reduce timed by kernels/in_engine/collectives.py: M x hidden elements summed over world_size GPUs, what a
     tensor-parallel decoder layer runs twice (after o and after down)."""
 
     world_size: int = 0
@@ -93,7 +94,7 @@ class KernelRun:
     backends: dict[str, dict] = field(default_factory=dict)  # name -> python, status, reason, description
     workers: list[dict] = field(default_factory=list)  # python, backends, env, gpu, ceilings, log
     points: list[KernelPoint] = field(default_factory=list)
-    tensor_parallel: int = 1  # shapes are one GPU's share at this degree (kernels/shapes.py)
+    tensor_parallel: int = 1  # shapes are one GPU's share at this degree (models/shapes.py)
     collectives: list[AllReducePoint] = field(default_factory=list)  # tensor_parallel > 1: the all-reduce per M
     collectives_worker: dict = field(default_factory=dict)  # python, status, reason, env, log
     dir: str = ""

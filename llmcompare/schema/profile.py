@@ -1,5 +1,5 @@
 """Records of a profiled pass (run.json, EngineRecord.profiles): the capture window, its traces, their per-step
-analysis, and the throughput with and without capture. Written by capture.py, read by report_timeline.py."""
+analysis, and the throughput with and without capture. Written by serve/capture.py, read by report/timeline.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class TraceFile:
     end_unix_s: float | None = None
     json_bytes: int = 0  # before compression
     cuda: bool | None = None  # whether CUDA kernels were asked for (the process used CUDA; see the hook)
-    steps: StepSummary | None = None  # timeline.py's analysis
+    steps: StepSummary | None = None  # profile/timeline.py's analysis
     error: str | None = None
 
 

@@ -13,7 +13,7 @@ A kernel-bench run directory holds run.json (KernelRun, schema KERNEL_SCHEMA), k
 
 One writer and one reader per schema: `to_json` / `from_json` here. The reader still accepts the /1 schemas
 (files committed under reports/ before points had repeats, steady-state windows and trust checks) and /2;
-oldfiles.py fills in what older files did not carry.
+schema/upgrade.py fills in what older files did not carry.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class PointResult:
     warnings: list[str] = field(default_factory=list)
     unfinished: int = 0  # requests not finished when it stopped (never sent, or cut off)
     cut_off: int = 0  # requests in flight when the engine died: not the engine's failures, not its results
-    telemetry: TelemetrySummary | None = None  # GPU power, clocks, memory over the measured run (telemetry.py)
+    telemetry: TelemetrySummary | None = None  # GPU power, clocks, memory over the measured run (serve/telemetry.py)
 
     @property
     def key(self) -> LoadKey:
@@ -234,7 +234,7 @@ class EngineRecord:
     tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
     client_idle_loop_lag_p99_ms: float | None = None
     points: list[PointResult] = field(default_factory=list)
-    profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (capture.py), never in points
+    profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (serve/capture.py), never in points
 
     def point(self, index: int, repeat: int) -> PointResult | None:
         """The last attempt of (index, repeat)."""

@@ -7,7 +7,7 @@ profile:
                            # decode steps only; at most the point's median E2EL later)
   input_len: null          # with a grid: capture only the cell of this input length (null: every cell)
   output_len: null         # likewise for the output length
-  anchor: null             # kernel name marking steps (timeline.py); null: found from the timeline
+  anchor: null             # kernel name marking steps (profile/timeline.py); null: found from the timeline
   telemetry_interval_ms: 200   # nvidia-smi sampling during every point; 0: off
 """
 
@@ -72,14 +72,14 @@ class Engine:
     nice: int = 0
     # GPUs it shards the model over (engines.ENGINES[kind].tp_flags); null: the scenario's (validate fills it in)
     tensor_parallel: int | None = None
-    # as-shipped | on | off: the engine's prefix cache (prefixcache.py); YAML reads bare on/off as true/false
+    # as-shipped | on | off: the engine's prefix cache (engines/prefix_cache.py); YAML reads bare on/off as true/false
     prefix_cache: str | bool = "as-shipped"
 
 
 @dataclass
 class Workload:
-    # random | sharegpt (path) | jsonl (path) | hf (path: a Hugging Face dataset; hfdata.py) | synthetic-sharegpt
-    # (ShareGPT-like lengths; synthetic.py) | shared-prefix (prefix_len + input_len tokens; synthetic.py)
+    # random | sharegpt (path) | jsonl (path) | hf (path: a Hugging Face dataset; workload/hf.py) | synthetic-sharegpt
+    # (ShareGPT-like lengths; workload/synthetic.py) | shared-prefix (prefix_len + input_len tokens; workload/synthetic.py)
     dataset: Literal["random", "sharegpt", "jsonl", "hf", "synthetic-sharegpt", "shared-prefix"] = "random"
     path: str | None = None  # sharegpt: a ShareGPT JSON file; jsonl: one {"prompt", "output_len"?} per line
     prompt_column: str | None = None  # hf: the prompt's column (default: the first of prompt, instruction, ...)
@@ -89,7 +89,7 @@ class Workload:
     prefix_len: int | list[int] = 0
     # shared-prefix: distinct prefixes; request i of a stream takes prefix i % num_prefixes; a list: an axis
     num_prefixes: int | list[int] = 1
-    sigma_input: float = 1.0  # synthetic-sharegpt: lognormal sigma of prompt lengths (our choice; synthetic.py)
+    sigma_input: float = 1.0  # synthetic-sharegpt: lognormal sigma of prompt lengths (our choice; workload/synthetic.py)
     sigma_output: float = 0.8  # synthetic-sharegpt: of output lengths
     max_total_len: int = 2048  # synthetic-sharegpt: prompt + output at most (clip to a smaller context)
     # random: exact prompt length in tokens; a list is a grid axis (every length at every load point, one
@@ -98,7 +98,7 @@ class Workload:
     output_len: int | list[int] = 256  # random and jsonl default: exact output length in tokens (ignore_eos); a list: an axis
     num_prompts: int = 100  # requests per load point
     # if > 0, a point of concurrency c sends max(num_prompts, this * c): its number of waves; from 3 on the
-    # point has a steady-state window of this - 2 whole waves (steady.py)
+    # point has a steady-state window of this - 2 whole waves (analysis/steady.py)
     prompts_per_concurrency: int = 0
     seed: int = 0
     ignore_eos: bool = True
@@ -166,7 +166,7 @@ class Load:
     min_duration_s: float = 0.0  # a closed-loop point sends enough requests to last about this long (from warm-up)
     max_prompts_per_point: int = 20000  # cap on what min_duration_s may ask for
     max_attempts: int = 2  # a point whose timestamps cannot be trusted is measured again, up to this many times
-    capacity: Capacity | None = None  # a request-rate search for the highest rate meeting the SLOs (capacity.py)
+    capacity: Capacity | None = None  # a request-rate search for the highest rate meeting the SLOs (analysis/capacity.py)
 
 
 @dataclass
@@ -213,7 +213,7 @@ class KernelBench:
     rep_ms: float = 100.0  # timing budget per point and method (eager, graph)
     profile: bool = True
     timeout_s: float = 3600.0  # a worker (one environment's backends) that runs longer is stopped
-    # > 1: time one GPU's share of each GEMM at this degree, and the layers' all-reduce (kernels/collectives.py);
+    # > 1: time one GPU's share of each GEMM at this degree, and the layers' all-reduce (kernels/in_engine/collectives.py);
     # null: the scenario's tensor_parallel (validate fills it in)
     tensor_parallel: int | None = None
 
@@ -229,7 +229,7 @@ class Scenario:
     slo: Slo = field(default_factory=Slo)
     percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 99.0])
     kernel_bench: KernelBench = field(default_factory=KernelBench)
-    profile: Profile = field(default_factory=Profile)  # captured passes and telemetry (profilespec.py)
+    profile: Profile = field(default_factory=Profile)  # captured passes and telemetry (schema/scenario.py)
     references: list[Reference] = field(default_factory=list)
     output_dir: str = "runs"
     tensor_parallel: int = 1  # GPUs each engine shards the model over; engines[i].tensor_parallel overrides it

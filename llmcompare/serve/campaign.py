@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass, field
 
 from llmcompare.engines import registry
-from llmcompare.errors import ScenarioError
+from llmcompare.errors import ResultsReadError, ScenarioError
+from llmcompare.schema.files import RunFile, load_run
 from llmcompare.schema.run import EngineRecord, LoadKey, ServeRun, now
 from llmcompare.schema.scenario import Scenario
 from llmcompare.serve.loadgen import LoadPoint
@@ -244,8 +245,6 @@ def resume_note(saved: ServeRun, argv: list[str], todo: dict, host: dict) -> dic
 # ---- opening the run -------------------------------------------------------------------------------------------
 def saved_run(run_dir: str, s: Scenario) -> ServeRun:
     """The run to resume, read from its files and checked against the scenario."""
-    from llmcompare.errors import ResultsReadError
-    from llmcompare.schema.files import load_run
 
     try:
         run = load_run(run_dir)
@@ -261,8 +260,6 @@ def reopen(saved: ServeRun, argv: list[str], todo: dict, host: dict, scenario: d
     """The run file of a resumed run: the same directory, marked running again, the resume recorded; its
     scenario becomes the one resumed with (it may add cells), the grid axes it had are kept in the note."""
     from pathlib import Path
-
-    from llmcompare.schema.files import RunFile
 
     note = resume_note(saved, argv, todo, host)
     note["axes_before"] = {f"{a}.{b}": (saved.scenario.get(a) or {}).get(b) for a, b in sorted(GROWABLE)}

@@ -4,6 +4,8 @@ import math
 import sys
 
 from llmcompare.analysis.capacity import Result, assess, next_rate, probes_of, slo_text
+from llmcompare.schema.run import LoadKey
+from llmcompare.serve.loadgen import LoadPoint
 
 # ---- the search, on a running server ------------------------------------------------------------------------
 FINISHED = ("complete", "untrusted")
@@ -12,8 +14,6 @@ FINISHED = ("complete", "untrusted")
 async def search(b, measure) -> Result:
     """b: runner.Bench; measure(point, repeat): runner._measure on the open session. Probes already on file (a
     resumed run) are not measured again."""
-    from llmcompare.schema.run import LoadKey
-    from llmcompare.serve.loadgen import LoadPoint
 
     s, cap, rec = b.s, b.s.load.capacity, b.rf.run.engines[b.engine]
     q, cell = cap.slo_percentile, s.workload.cells()[0]

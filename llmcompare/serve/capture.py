@@ -1,12 +1,12 @@
 """A profiled pass of a load point: the capture hook on the engine's PYTHONPATH, signalled during one extra pass
 that runs after the point's measured repeats, so no captured window is ever among the point's figures.
 
-Protocol with the hook (profhook/sitecustomize.py), in the directory LLMC_PROFILE_DIR (`.<engine>.capture/` in the
+Protocol with the hook (profile/in_engine/sitecustomize.py), in the directory LLMC_PROFILE_DIR (`.<engine>.capture/` in the
 run directory): each Python process of the server writes pid-<pid>.json; SIGUSR2 goes only to registered pids that
 are alive and in the server's process group (the signal's default action would kill anything else); a process
 answers a start with started-<pid> (or skipped-<pid>: it has not imported torch), a stop with trace-<pid>.json
 and trace-<pid>.meta.json. Traces are gzipped into the run directory as
-<engine>.profile-p<index>.pid<pid>.trace.json.gz and analysed per step (timeline.py).
+<engine>.profile-p<index>.pid<pid>.trace.json.gz and analysed per step (profile/timeline.py).
 """
 
 from __future__ import annotations

@@ -20,8 +20,10 @@ from llmcompare.engines import registry
 from llmcompare.engines.server import port_in_use, served_models
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
+from llmcompare.models import checkpoint
 from llmcompare.schema.build import check_name
 from llmcompare.schema.scenario import GENERATED, Engine, Scenario
+from llmcompare.setup import hub
 from llmcompare.workload.prompts import Prompts, load_tokenizer, read_records
 
 
@@ -134,8 +136,6 @@ def check_engine(i: int, e: Engine) -> None:
 def check_model(s: Scenario) -> str | None:
     """The model path exists, or model.make can build it there. Returns the tokenizer location to check now
     (None: it is made with the model, or resolved through the hub later)."""
-    from llmcompare.models import checkpoint
-    from llmcompare.setup import hub
 
     path = expand(s.model.path, "model.path")
     tok = expand(s.model.tokenizer, "model.tokenizer") if s.model.tokenizer else None

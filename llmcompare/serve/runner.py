@@ -1,6 +1,6 @@
 """`serve-bench`: for each engine of the scenario, launch (or reach) its server, warm it, run every load point
 `load.repeats` times, and keep run.json, the per-request lines and the per-second series on disk as it goes.
-A point whose timestamps cannot be trusted (trust.py) is measured again, up to `load.max_attempts` times, and
+A point whose timestamps cannot be trusted (analysis/trust.py) is measured again, up to `load.max_attempts` times, and
 kept as `untrusted` if it stays so. A dead server, a failed start, Ctrl-C or a write error ends the run with a
 clear error; completed points stay on disk, and no engine process is left.
 """
@@ -25,7 +25,7 @@ from llmcompare.engines.server import ServerError, ServerProcess, free_port, ser
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
 from llmcompare.models import checkpoint
-from llmcompare.schema.files import RunFile, append_jsonl, new_run_dir
+from llmcompare.schema.files import RunFile, append_jsonl, load_run, new_run_dir
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import PointResult, ServeRun, now
 from llmcompare.schema.scenario import Engine, Scenario
@@ -36,6 +36,7 @@ from llmcompare.serve.context_length import check_lengths, max_model_len
 from llmcompare.serve.engine_metrics import MetricsSampler
 from llmcompare.serve.loadgen import LoadPoint, Request
 from llmcompare.serve.telemetry import Telemetry
+from llmcompare.setup import hub
 from llmcompare.setup.host import host_info
 from llmcompare.workload.prompts import Prompts, load_tokenizer
 
@@ -47,7 +48,6 @@ class RunFailed(RuntimeError):
 
 
 def prepare_model(s: Scenario) -> str:
-    from llmcompare.setup import hub
 
     hub.resolve_tokenizer(s.model)  # a hub id becomes its local directory
     path = expand(s.model.path)
@@ -78,7 +78,7 @@ class Bench:
     abort: object = None  # () -> reason the server is gone, or None
     idle_lag_ms: float = 0.0
     capture: capture.Capture | None = None  # the hook's side of a launched server (profile.points)
-    todo: dict | None = None  # (point index, repeat) -> first attempt number (campaign.py); None: every cell
+    todo: dict | None = None  # (point index, repeat) -> first attempt number (serve/campaign.py); None: every cell
     progress: object = None  # campaign.Progress
 
 
@@ -239,7 +239,7 @@ async def _drive(b: Bench, repeats: list[int]) -> None:
         if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
             await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile, b.abort,
                                          lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
-        if b.s.load.capacity:  # after the plan's points: the request-rate search (capacity.py)
+        if b.s.load.capacity:  # after the plan's points: the request-rate search (analysis/capacity.py)
             await capacity_search.search(b, lambda point, r: _measure(session, b, point, r))
 
 
@@ -331,7 +331,6 @@ def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts:
 
 def outcome(run_dir: Path) -> tuple[int, int]:
     """(failed requests, untrusted points) of a finished run: what the exit code reports."""
-    from llmcompare.schema.files import load_run
 
     run = load_run(run_dir)
     pts = [p for e in run.engines.values() for p in e.points]
@@ -340,7 +339,7 @@ def outcome(run_dir: Path) -> tuple[int, int]:
 
 def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None, resume: str | None = None,
                 redo: str | None = None) -> Path:
-    """resume: a run directory to continue (campaign.py); redo: campaign.REDO, finished cells to measure again."""
+    """resume: a run directory to continue (serve/campaign.py); redo: campaign.REDO, finished cells to measure again."""
     chosen = [s.engine(n) for n in engine_names] if engine_names else s.engines
     saved = campaign.saved_run(resume, s) if resume else None
     model_path = prepare_model(s)

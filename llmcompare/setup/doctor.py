@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import TextIO
 
 from llmcompare.engines import environments, flags, program, registry, vllm
+from llmcompare.engines.server import port_in_use, served_models
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
+from llmcompare.models.checkpoint import PRESETS, config_json
 from llmcompare.schema.scenario import Engine, Scenario
 from llmcompare.setup import gpus, hub
 
@@ -68,7 +70,6 @@ def check_engine(i: int, e: Engine) -> tuple[EnvCheck, list[Finding]]:
     c, what = EnvCheck(i, e, spec=_spec_of(e)), f"engine {e.name}"
     if registry.kind(e.kind).command is None:
         c.launched = False
-        from llmcompare.engines.server import served_models
 
         ids = served_models(e.base_url.rstrip("/"))
         if ids is None:
@@ -246,7 +247,6 @@ def check_model(s: Scenario) -> tuple[dict | None, int, list[Finding]]:
                                    f"{size / 1e9:.1f} GB into {hub.cache_dir()} "
                                    f"({_describe_quant((cfg or {}).get('quantization_config'))})")]
     if s.model.make is not None:
-        from llmcompare.models.checkpoint import PRESETS, config_json
 
         mk = s.model.make
         cfg = config_json(PRESETS[mk.preset], mk.quant, mk.dtype, 128)
@@ -303,7 +303,6 @@ def check_kernels(cfg: dict | None, checks: list[EnvCheck], gs: list[gpus.Gpu]) 
 
 
 def check_ports(checks: list[EnvCheck]) -> list[Finding]:
-    from llmcompare.engines.server import port_in_use
 
     out, auto = [], []
     for c in (c for c in checks if c.launched):

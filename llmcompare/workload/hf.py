@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmcompare.errors import ScenarioError
+from llmcompare.expand import expand
 
 PROMPT_COLUMNS = ("prompt", "instruction", "question", "input", "text", "conversations")
 
@@ -84,7 +85,6 @@ def _text(v, where: str, turn: int | None = None) -> str:
 
 def read(cfg) -> tuple[list[tuple[str, str | None, None]], tuple]:
     """Records (prompt, reply or None, None) as workload.read_records gives them, and their cache key."""
-    from llmcompare.expand import expand
 
     where = expand(cfg.path, "workload.path")  # ${VAR} and ~, as every path field
     ds = _load(where, cfg.split)

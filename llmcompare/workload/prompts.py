@@ -21,7 +21,7 @@ from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.scenario import GENERATED, Cell, Workload
-from llmcompare.workload import synthetic
+from llmcompare.workload import hf, synthetic
 
 
 def load_tokenizer(path: str):
@@ -66,7 +66,6 @@ def read_records(cfg: Workload) -> tuple[list[tuple[str, str | None, int | None]
     the entry (sharegpt); (prompt, reply or None, None) for hf (hf.py). Also returns the cache key
     (dataset, path, mtime, size)."""
     if cfg.dataset == "hf":
-        from llmcompare.workload import hf
 
         return hf.read(cfg)
     path = Path(expand(cfg.path or "", "workload.path"))
@@ -191,7 +190,7 @@ class Prompts:
                             len(heads[0]) + L, out_len) for i in range(n)]
 
     def synthetic_sharegpt(self, n: int, stream: int) -> list[RequestSpec]:
-        """Lengths drawn as synthetic.py describes (ShareGPT's published means), prompts of exactly that many
+        """Lengths drawn as workload/synthetic.py describes (ShareGPT's published means), prompts of exactly that many
         words; request i of a stream depends on (seed, stream, i) alone."""
         c, out = self.cfg, []
         for i in range(n):

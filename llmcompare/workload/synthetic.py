@@ -55,7 +55,7 @@ def synthetic_stats(seed: int, n: int, sigma_in: float, sigma_out: float, max_to
 
 
 def check(wl) -> None:
-    """Fields of synthetic-sharegpt (scenario.validate calls it; shared-prefix's: workload_rules.py)."""
+    """Fields of synthetic-sharegpt (scenario.validate calls it; shared-prefix's: workload/checks.py)."""
     if wl.dataset == "synthetic-sharegpt":
         for name in ("sigma_input", "sigma_output"):
             if not 0 <= getattr(wl, name) <= 3:

@@ -18,7 +18,7 @@ import torch
 
 # ---- lmdeploy: TurboMind -----------------------------------------------------------------------------------
 # lmdeploy 0.18's torch-facing linear API or 0.17's _turbomind classes, whichever imports: see turbomind.py
-from llmcompare.kernels.in_engine.turbomind import TurboMind  # noqa: E402, F401  (llmcompare/backends.py names it impls:TurboMind)
+from llmcompare.kernels.in_engine.turbomind import TurboMind  # noqa: E402, F401  (llmcompare/engines/gemm_backends.py names it impls:TurboMind)
 
 
 def _package_dir(name: str) -> str:

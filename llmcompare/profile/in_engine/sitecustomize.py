@@ -1,4 +1,4 @@
-"""llmcompare's capture hook, put first on a served engine's PYTHONPATH (capture.py) when a load point is profiled.
+"""llmcompare's capture hook, put first on a served engine's PYTHONPATH (serve/capture.py) when a load point is profiled.
 
 In every Python process of the server whose environment names LLMC_PROFILE_DIR, it
   - writes `<dir>/pid-<pid>.json` (pid, parent pid, argv) so llmcompare signals only processes that can take the
