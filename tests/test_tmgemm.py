@@ -9,6 +9,7 @@ token; the kernel names and numbers in them are made up (no GPU here), the gramm
   to_string(GemmDesc): src/turbomind/kernels/gemm/desc.h:63-87; Kernel::GetName: kernel.cu:129-175 (1263d5cd8).
 """
 
+from llmcompare.engines import launch
 from llmcompare.engines.turbomind_log import (
     kernel_for,
     parse_kernel,
@@ -177,12 +178,11 @@ _PROBES = Path(__file__).resolve().parent.parent / "reports" / "h200-versions"
 def _served(tmp_path, run: str, engine: str):
     import json
 
-    from llmcompare.engines import registry
 
     log = tmp_path / "server.log"
     with lzma.open(_PROBES / run / f"{engine}.server.log.xz") as src, open(log, "wb") as dst:
         dst.write(src.read())
-    facts = registry.read_log_file("lmdeploy", log)
+    facts = launch.read_log_file("lmdeploy", log)
     saved = json.loads((_PROBES / run / "run.json").read_text())["engines"][engine]["gemm_choices"]
     return {(c["m"], c["n"], c["k"]): c for c in facts.gemm_choices}, saved
 

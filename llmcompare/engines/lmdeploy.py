@@ -1,20 +1,27 @@
+"""lmdeploy's api_server (TurboMind backend): its command line, its environment, the kernel it will run, and
+what its log says (the silent PyTorch fallback is an error; session_len; TurboMind's GEMM choices through
+turbomind_log.py)."""
+
 from __future__ import annotations
 
 import re
 
 from llmcompare.engines import turbomind_log
-from llmcompare.engines.log import EngineFallbackError, LogFacts, _gemm_facts
-from llmcompare.engines.program import _prefix
-from llmcompare.expand import expand
+from llmcompare.engines.flags import arg_value
+from llmcompare.engines.log import EngineFallbackError, KernelChoice, LogFacts, gemm_facts
+from llmcompare.engines.package import Package
+from llmcompare.schema.gpu import Gpu
 from llmcompare.schema.scenario import Engine
 
+ENVIRONMENTS = {"lmdeploy": Package("lmdeploy", "0.18.0", "lmdeploy", "lmdeploy", "lmdeploy", True)}
 
-def lmdeploy_command(e: Engine, model: str, port: int, tokenizer: str | None) -> list[str]:
-    cmd = _prefix(e, "lmdeploy", "lmdeploy")
-    cmd += ["serve", "api_server", model, "--server-name", e.host, "--server-port", str(port)]
+
+def lmdeploy_command(e: Engine, prefix: list[str], model: str, port: int, tokenizer: str | None) -> list[str]:
+    """`prefix` runs lmdeploy's CLI (launch.command_prefix): e.g. [python, -m, lmdeploy]."""
+    cmd = prefix + ["serve", "api_server", model, "--server-name", e.host, "--server-port", str(port)]
     if e.served_model_name:
         cmd += ["--model-name", e.served_model_name]
-    return cmd + [expand(a) for a in e.args]
+    return cmd + list(e.args)
 
 
 _LMDEPLOY_FALLBACK = "Fallback to pytorch engine"
@@ -35,7 +42,16 @@ def lmdeploy_log(text: str) -> LogFacts:
         facts.notes.append("turbomind backend")
     if m := _LMDEPLOY_SESSION_LEN.search(text):  # `turbomind engine config: ... session_len=S ...`
         facts.max_model_len = int(m.group(1))
-    return _gemm_facts(facts, turbomind_log.summarize(text.splitlines()))
+    return gemm_facts(facts, turbomind_log.summarize(text.splitlines()))
 
 
 LMDEPLOY_PREFIX = {"on": ["--enable-prefix-caching"], "off": []}
+
+
+def predict_kernel(gpu: Gpu | None, config: dict | None, args: list[str], env: dict[str, str],
+                   cpu_build: bool) -> KernelChoice:
+    """EngineKind.predict_kernel: TurboMind runs its own int4 kernels; another --backend is not TurboMind."""
+    backend = arg_value(args, "--backend") or "turbomind"
+    if backend == "turbomind":
+        return KernelChoice(None, "TurboMind's own int4 GEMM kernels")
+    return KernelChoice(None, f"--backend {backend}: lmdeploy's {backend} engine, not TurboMind")

@@ -1,3 +1,6 @@
+"""What a server's log says it chose (LogFacts, recorded with every run), what doctor predicts it will choose
+(KernelChoice), and the error for an engine that ran something other than what was asked."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,7 +26,7 @@ class LogFacts:
 GEMM_VERBOSE_NOTE = "TM_GEMM_VERBOSE"  # starts the note of an engine whose log holds `[Gemm] plan` lines
 
 
-def _gemm_facts(facts: LogFacts, tally: turbomind_log.Tally) -> LogFacts:
+def gemm_facts(facts: LogFacts, tally: turbomind_log.Tally) -> LogFacts:
     """TurboMind's GEMM choices, and a note when it printed one line per GEMM per forward pass (0.18 with
     TM_GEMM_VERBOSE=1: formatted on the thread that launches the kernels, so the run's throughput is that of an
     instrumented engine; turbomind_log.py)."""
@@ -33,3 +36,12 @@ def _gemm_facts(facts: LogFacts, tally: turbomind_log.Tally) -> LogFacts:
         facts.notes.append(f"{GEMM_VERBOSE_NOTE}: {tally.plan_lines} '[Gemm] plan' lines in its log, one per GEMM "
                            "per forward pass: throughput measured with this logging on (instrumented)")
     return facts
+
+
+@dataclass
+class KernelChoice:
+    """The int4 GEMM kernel an engine will choose, predicted before it starts (EngineKind.predict_kernel)."""
+
+    kernel: str | None  # e.g. MacheteLinearKernel; None: not predicted
+    why: str
+    problem: bool = False

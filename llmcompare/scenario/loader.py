@@ -43,7 +43,7 @@ def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario
         raise ScenarioError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     _merge(data, overrides or {})
     try:
-        s = build(Scenario, data, exclude=("source",))
+        s = build(Scenario, data, exclude=("source", "written"))
         s.name = s.name or path.stem
         s.source = str(path)
         return validate(s)

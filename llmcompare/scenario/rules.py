@@ -7,9 +7,9 @@ import math
 
 from llmcompare.engines.environments import check_venv
 from llmcompare.engines.gemm_backends import UnknownBackend, backend
-from llmcompare.engines.registry import ENGINES, check_degree, check_prefix_cache, check_tensor_parallel
+from llmcompare.engines.launch import check_degree, check_prefix_cache, check_tensor_parallel
+from llmcompare.engines.registry import ENGINES
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
 from llmcompare.scenario import rules
 from llmcompare.schema.build import _positive, check_name
 from llmcompare.schema.scenario import GENERATED, SLO_METRICS, Capacity, Engine, Profile, Scenario
@@ -25,7 +25,6 @@ def validate(s: Scenario) -> Scenario:
     if s.name:  # load() gives the file's name when the file gives none
         check_name("name", s.name)
     check_degree("tensor_parallel", s.tensor_parallel)
-    s.output_dir = expand(s.output_dir, "output_dir")  # like every path field: ${VAR} and ~
     _check_engines(s)
     check_workload(s.workload)
     _check_load(s)

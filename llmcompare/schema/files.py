@@ -1,3 +1,6 @@
+"""Result files: written atomically as the run goes (run.json rewritten after every change, JSON lines appended),
+read back by schema (any version this code knows: upgrade.py). What a run directory holds: schema/run.py."""
+
 from __future__ import annotations
 
 import datetime as dt

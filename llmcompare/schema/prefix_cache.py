@@ -1,3 +1,5 @@
+"""One load point's prefix-cache use, as the engine's own counters report it (engines/prefix_cache.py reads them)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

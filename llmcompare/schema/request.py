@@ -1,3 +1,7 @@
+"""The two records of one request: what is asked (RequestSpec, made by workload/) and what happened
+(RequestRecord, one line of <engine>.requests.jsonl, written by serve/client.py). Times in seconds from the
+point's start, durations in ms."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,15 +1,7 @@
-"""The scenario's `profile` section: which load points get a captured pass, and GPU telemetry.
-
-profile:
-  points: [64]             # concurrencies (of load.concurrency) to capture; [] (default): none
-  seconds: 2.0             # capture window, started once the pass's first 2c requests have finished, at the
-                           # first moment every request in flight is past its first token (capture.all_decoding:
-                           # decode steps only; at most the point's median E2EL later)
-  input_len: null          # with a grid: capture only the cell of this input length (null: every cell)
-  output_len: null         # likewise for the output length
-  anchor: null             # kernel name marking steps (profile/timeline.py); null: found from the timeline
-  telemetry_interval_ms: 200   # nvidia-smi sampling during every point; 0: off
-"""
+"""Scenario files: the interface of llmcompare, as typed records. A YAML file (a named one in llmcompare/scenarios/
+or any path) is read into these dataclasses by scenario/loader.py and checked by scenario/rules.py; an unknown
+key, a wrong type or a bad value is an error naming the field and what is valid. Precedence: command line (--set
+and the named flags) > file > the defaults written below."""
 
 from __future__ import annotations
 
@@ -22,6 +14,19 @@ from llmcompare.errors import ScenarioError
 
 @dataclass
 class Profile:
+    """The scenario's `profile` section: which load points get a captured pass, and GPU telemetry.
+
+    profile:
+      points: [64]             # concurrencies (of load.concurrency) to capture; [] (default): none
+      seconds: 2.0             # capture window, started once the pass's first 2c requests have finished, at the
+                               # first moment every request in flight is past its first token (capture.all_decoding:
+                               # decode steps only; at most the point's median E2EL later)
+      input_len: null          # with a grid: capture only the cell of this input length (null: every cell)
+      output_len: null         # likewise for the output length
+      anchor: null             # kernel name marking steps (profile/timeline.py); null: found from the timeline
+      telemetry_interval_ms: 200   # nvidia-smi sampling during every point; 0: off
+    """
+
     points: list[int] = field(default_factory=list)
     seconds: float = 2.0
     anchor: str | None = None
@@ -234,6 +239,8 @@ class Scenario:
     output_dir: str = "runs"
     tensor_parallel: int = 1  # GPUs each engine shards the model over; engines[i].tensor_parallel overrides it
     source: str = ""  # the file it was read from (set by load(), not by the file)
+    # the text as written of every field expand.resolve expanded: path in to_dict() -> text (set by load())
+    written: dict = field(default_factory=dict, repr=False)
 
     def engine(self, name: str) -> Engine:
         for e in self.engines:
@@ -242,7 +249,14 @@ class Scenario:
         raise ScenarioError(f"engines: no engine named {name!r}; valid: {[e.name for e in self.engines]}")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, as written: ${VAR} and ~ as in the file (what run.json records), not as expanded."""
+        d = dataclasses.asdict(self)
+        for path, text in d.pop("written").items():
+            at = d
+            for part in path[:-1]:
+                at = at[part]
+            at[path[-1]] = text
+        return d
 
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2el_ms")

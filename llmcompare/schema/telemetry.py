@@ -1,3 +1,6 @@
+"""GPU telemetry records: nvidia-smi samples during a point and their summary per point (serve/telemetry.py
+samples; PointResult.telemetry holds the summary)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,3 +1,6 @@
+"""The SLO capacity search on a running server: probes open-loop request rates as analysis/capacity.py's
+next_rate says, measures each like any load point (saved as it goes), and resumes from the probes on file."""
+
 from __future__ import annotations
 
 import math

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from llmcompare.engines.registry import arg_max_len
+from llmcompare.engines.launch import arg_max_len
 from llmcompare.engines.server import http_get
 from llmcompare.errors import ScenarioError
 from llmcompare.schema.scenario import Engine, Scenario

@@ -16,10 +16,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from llmcompare.engines import registry
+from llmcompare.engines import launch, registry
 from llmcompare.engines.server import port_in_use, served_models
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
+from llmcompare.expand import resolve
 from llmcompare.models import checkpoint
 from llmcompare.schema.build import check_name
 from llmcompare.schema.scenario import GENERATED, Engine, Scenario
@@ -34,23 +34,6 @@ def chosen_engines(s: Scenario, engine_names: list[str] | None = None) -> list[t
     for n in engine_names:
         s.engine(n)  # an unknown name is an error listing the valid ones
     return [(i, e) for i, e in enumerate(s.engines) if e.name in engine_names]
-
-
-def expanded_fields(s: Scenario, chosen: list[tuple[int, Engine]]) -> list[tuple[str, str]]:
-    """(field, value) of every scenario string that llmcompare expands (${VAR}, ~) for a serve-bench run."""
-    out = [("model.path", s.model.path), ("model.tokenizer", s.model.tokenizer), ("workload.path", s.workload.path)]
-    for i, e in chosen:
-        w = f"engines[{i}]"
-        out += [(f"{w}.python", e.python), (f"{w}.venv", e.venv)]
-        out += [(f"{w}.command[{j}]", c) for j, c in enumerate(e.command or [])]
-        out += [(f"{w}.args[{j}]", a) for j, a in enumerate(e.args)]
-        out += [(f"{w}.env.{k}", v) for k, v in e.env.items()]
-    return [(f, v) for f, v in out if v]
-
-
-def check_variables(s: Scenario, chosen: list[tuple[int, Engine]]) -> None:
-    for where, value in expanded_fields(s, chosen):
-        expand(value, where)  # an unset ${VAR} without a default raises, naming it and the field
 
 
 def _writable_dir(where: str, value: str, path: Path, what: str) -> None:
@@ -77,7 +60,7 @@ def check_output_dir(output_dir: str, where: str = "output_dir") -> None:
     nearest existing ancestor is a writable directory). Creates nothing (a probe directory is made and removed)."""
     if not output_dir:
         raise ScenarioError(f"{where}: empty; give the directory run directories go in (e.g. runs)")
-    p = Path(expand(output_dir, where))
+    p = Path(output_dir)
     _writable_dir(where, output_dir, _nearest_existing(p), "the run directory")
 
 
@@ -115,10 +98,10 @@ def check_engine(i: int, e: Engine) -> None:
     if e.port is not None and port_in_use(e.host, e.port):
         raise ScenarioError(f"{w}.port: {e.port} on {e.host} is already in use; free it, or leave the engine's port "
                             "unset to get a free one")
-    prog = registry.server_command(e, "MODEL", 1)[3 if e.nice else 0]  # past the `nice -n N` prefix
+    prog = launch.server_command(e, "MODEL", 1)[3 if e.nice else 0]  # past the `nice -n N` prefix
     field = f"{w}.command[0]" if e.command else f"{w}.venv" if e.venv else f"{w}.python" if e.python else \
         f"{w} (no python, command or venv: the {prog!r} console script)"
-    env = {**os.environ, **{x: expand(v) for x, v in e.env.items()}}
+    env = {**os.environ, **e.env}
     path = _resolve_program(field, prog, env)
     if (e.python or e.venv) and not e.command and k.module:
         try:
@@ -137,8 +120,7 @@ def check_model(s: Scenario) -> str | None:
     """The model path exists, or model.make can build it there. Returns the tokenizer location to check now
     (None: it is made with the model, or resolved through the hub later)."""
 
-    path = expand(s.model.path, "model.path")
-    tok = expand(s.model.tokenizer, "model.tokenizer") if s.model.tokenizer else None
+    path, tok = s.model.path, s.model.tokenizer or None
     if not Path(path).exists():
         if hub.is_hub_id(path) or (s.model.make is None and not path.startswith(("/", "~", "."))):
             return tok if tok and not hub.is_hub_id(tok) else None  # the run resolves hub ids
@@ -170,11 +152,12 @@ def preflight(s: Scenario, engine_names: list[str] | None = None) -> None:
     """Everything a serve-bench run of `s` (its engines `engine_names`, default all) needs, checked before a model
     is made, a run directory is created or a server is started; raises ScenarioError."""
     chosen = chosen_engines(s, engine_names)
+    s = resolve(s, engine_names)  # every ${VAR} of the fields that are expanded: an unset one names its field
+    chosen = [(i, s.engines[i]) for i, _ in chosen]
     if s.name:
         check_name("name", s.name)
     for i, e in chosen:
         check_name(f"engines[{i}].name", e.name)
-    check_variables(s, chosen)
     check_output_dir(s.output_dir)
     tokenizer = check_model(s)
     for i, e in chosen:

@@ -19,11 +19,11 @@ import aiohttp
 import numpy as np
 
 from llmcompare.analysis import metrics, steady, trust
-from llmcompare.engines import log, prefix_cache, registry
-from llmcompare.engines.registry import arg_max_len
+from llmcompare.engines import launch, log, prefix_cache, registry
+from llmcompare.engines.launch import arg_max_len
 from llmcompare.engines.server import ServerError, ServerProcess, free_port, served_models
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
+from llmcompare.expand import resolve
 from llmcompare.models import checkpoint
 from llmcompare.schema.files import RunFile, append_jsonl, load_run, new_run_dir
 from llmcompare.schema.request import RequestSpec
@@ -50,7 +50,7 @@ class RunFailed(RuntimeError):
 def prepare_model(s: Scenario) -> str:
 
     hub.resolve_tokenizer(s.model)  # a hub id becomes its local directory
-    path = expand(s.model.path)
+    path = s.model.path
     if Path(path).exists():
         return path
     if hub.is_hub_id(path) or (s.model.make is None and not path.startswith(("/", "~", "."))):
@@ -271,16 +271,16 @@ def _bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, promp
 def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
     """One life of a launched server: start it, record its command line and what its log says, yield
     (server, served model name, log facts); stop it (and read the log again) on the way out."""
-    tok = expand(s.model.tokenizer) if s.model.tokenizer else None
+    tok = s.model.tokenizer or None
     port = e.port or free_port(e.host)
-    cmd = registry.server_command(e, model_path, port, tok)
+    cmd = launch.server_command(e, model_path, port, tok)
     log_path = rf.path(e.name, "server.log")
     rec = rf.engine(e.name, kind=e.kind, command=cmd, env=e.env, log=log_path.name, base_url=f"http://{e.host}:{port}",
                     tensor_parallel=e.tensor_parallel)
     if rec.version is None:
-        rf.engine(e.name, version=registry.engine_version(e))
+        rf.engine(e.name, version=launch.engine_version(e))
     print(f"{e.name}: starting {' '.join(cmd)}", file=sys.stderr)
-    k, env = registry.kind(e.kind), {x: expand(v) for x, v in e.env.items()}
+    k, env = registry.kind(e.kind), dict(e.env)
     env |= capture.hook_env(bool(s.profile.points), rf.dir / f".{e.name}.capture", env)
     with ServerProcess(e.name, cmd, log_path, e.host, port, env=env, startup_timeout_s=e.startup_timeout_s) as srv:
         facts = k.read_log(log_path.read_text(errors="replace"))  # raises on a fallback
@@ -293,7 +293,7 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
         yield srv, name, facts
         srv.check()
         # kernels chosen lazily (first batch of a size) appear after start-up: read the log again
-        facts = registry.read_log_file(e.kind, log_path)  # line by line: a TM_GEMM_VERBOSE log is huge
+        facts = launch.read_log_file(e.kind, log_path)  # line by line: a TM_GEMM_VERBOSE log is huge
         rf.engine(e.name, kernels=facts.kernels, log_notes=facts.notes, gemm_choices=facts.gemm_choices)
 
 
@@ -339,7 +339,9 @@ def outcome(run_dir: Path) -> tuple[int, int]:
 
 def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None, resume: str | None = None,
                 redo: str | None = None) -> Path:
-    """resume: a run directory to continue (serve/campaign.py); redo: campaign.REDO, finished cells to measure again."""
+    """resume: a run directory to continue (serve/campaign.py); redo: campaign.REDO, finished cells to measure again.
+    `s` as loaded: it is resolved here (expand.py) and run.json records it as written."""
+    s = resolve(s, engine_names)
     chosen = [s.engine(n) for n in engine_names] if engine_names else s.engines
     saved = campaign.saved_run(resume, s) if resume else None
     model_path = prepare_model(s)

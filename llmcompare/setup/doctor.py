@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from llmcompare.engines import environments, flags, program, registry, vllm
+from llmcompare.engines import environments, flags, launch, registry
 from llmcompare.engines.server import port_in_use, served_models
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
+from llmcompare.expand import resolve
 from llmcompare.models.checkpoint import PRESETS, config_json
 from llmcompare.schema.scenario import Engine, Scenario
 from llmcompare.setup import gpus, hub
@@ -57,7 +57,7 @@ class EnvCheck:
 
 
 def _spec_of(e: Engine) -> environments.EnvSpec | None:
-    v = expand(e.venv) if e.venv else ""
+    v = e.venv or ""
     if not v or "/" in v:
         return None
     try:
@@ -78,7 +78,7 @@ def check_engine(i: int, e: Engine) -> tuple[EnvCheck, list[Finding]]:
         return c, [Finding("ok", what, f"{e.base_url} serves {', '.join(ids)}")]
     setup_fix = f"llmcompare setup {c.spec.spec}" if c.spec else ""
     try:
-        c.python = program.engine_python(e)
+        c.python = launch.engine_python(e)
     except ScenarioError as ex:
         return c, [Finding("problem", what, str(ex).removeprefix(f"engine {e.name!r}: "), setup_fix)]
     if c.python is None:
@@ -87,8 +87,8 @@ def check_engine(i: int, e: Engine) -> tuple[EnvCheck, list[Finding]]:
                                "(give venv or python so that doctor can check it)")]
         return c, [Finding("problem", what, f"no venv, python or command given: `{e.kind}` would be run from PATH",
                            f"set up an environment (llmcompare setup {e.kind}) and give `venv: {e.kind}`")]
-    env = {**os.environ, **{k: expand(v) for k, v in e.env.items()}}
-    c.probe = gpus.probe(c.python, environments.PACKAGES[c.spec.engine].dist if c.spec else e.kind, e.kind, env)
+    env = {**os.environ, **e.env}
+    c.probe = gpus.probe(c.python, c.spec.package.dist if c.spec else e.kind, e.kind, env)
     return c, [_probe_finding(c, what, setup_fix)]
 
 
@@ -152,7 +152,8 @@ def _gpu_fit(c: EnvCheck, g: gpus.Gpu | None) -> list[Finding]:
     if not p.get("cuda_available"):
         return [Finding("problem", what, f"torch in {c.python} sees no GPU (torch.cuda.is_available() is False)",
                         "check the driver and CUDA_VISIBLE_DEVICES")]
-    util = flags.arg_value(e.args, "--gpu-memory-utilization") if e.kind == "vllm" else None
+    k = registry.kind(e.kind)
+    util = flags.arg_value(e.args, k.memory_flag) if k.memory_flag else None
     free = 1 - g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 1.0
     if util is not None and free < float(util):
         return [Finding("problem", what, f"GPU {g.index} has {g.memory_used_mib / 1024:.1f} GiB in use by others; "
@@ -227,7 +228,7 @@ def _remote_config(repo_id: str) -> dict | None:
 
 def check_model(s: Scenario) -> tuple[dict | None, int, list[Finding]]:
     """(config.json or None, bytes a first run downloads, findings)."""
-    raw = expand(s.model.path)
+    raw = s.model.path
     if Path(raw).exists():
         cfg, out = _checkpoint(Path(raw), "local directory")
         return cfg, 0, out
@@ -265,15 +266,17 @@ def check_flags(cfg: dict | None, checks: list[EnvCheck]) -> list[Finding]:
     out = []
     for c in (c for c in checks if c.launched):
         e, what = c.engine, f"engine {c.engine.name} flags"
-        flag = "--quantization" if e.kind == "vllm" else "--model-format"
+        k = registry.kind(e.kind)
+        flag, fits = k.quant_flag, k.awq_values
+        if flag is None:
+            continue
         asked = (flags.arg_value(e.args, flag) or "").lower()
-        fits = vllm.AWQ_METHODS if e.kind == "vllm" else ("awq",)
         if asked in fits and method != "awq":
             out.append(Finding("problem", what, f"{flag} {asked}, but the model's quant_method is {method}",
                                f"drop {flag} {asked}, or use an AWQ model"))
         elif method == "awq" and asked and asked not in fits and asked != "hf":
             out.append(Finding("problem", what, f"the model is AWQ, but {flag} {asked} is given",
-                               f"use {flag} {fits[-1] if e.kind == 'vllm' else 'awq'}"))
+                               f"use {flag} {fits[-1]}"))
         if method == "awq" and q.get("bits", 4) != 4:
             out.append(Finding("problem", what, f"AWQ with {q['bits']} bits: TurboMind and vLLM's Marlin/Machete "
                                "take 4-bit weights", "use a 4-bit AWQ model"))
@@ -284,19 +287,10 @@ def check_kernels(cfg: dict | None, checks: list[EnvCheck], gs: list[gpus.Gpu]) 
     out = []
     for c in (c for c in checks if c.launched):
         e, what = c.engine, f"engine {c.engine.name} kernel"
-        if e.kind == "lmdeploy":
-            backend = flags.arg_value(e.args, "--backend") or "turbomind"
-            out.append(Finding("info", what, "TurboMind's own int4 GEMM kernels" if backend == "turbomind"
-                               else f"--backend {backend}: lmdeploy's {backend} engine, not TurboMind"))
+        predict = registry.kind(e.kind).predict_kernel
+        if predict is None:
             continue
-        if e.kind != "vllm":
-            continue
-        if cfg is None:
-            out.append(Finding("info", what, "not predicted: the model's config.json is not available yet"))
-            continue
-        disabled = expand(e.env["VLLM_DISABLED_KERNELS"]) if "VLLM_DISABLED_KERNELS" in e.env else \
-            os.environ.get("VLLM_DISABLED_KERNELS", "")
-        k = vllm.vllm_kernel(_visible(gs, e), cfg.get("quantization_config"), e.args, disabled, c.cpu_build)
+        k = predict(_visible(gs, e), cfg, e.args, {**os.environ, **e.env}, c.cpu_build)
         out.append(Finding("problem" if k.problem else "info", what, f"{k.kernel}: {k.why}" if k.kernel else k.why,
                            "drop --linear-backend machete (or run on Hopper)" if k.problem else ""))
     return out
@@ -326,7 +320,7 @@ def _existing(p: Path) -> Path:
 
 
 def check_disk(s: Scenario, download: int) -> list[Finding]:
-    out_dir = Path(expand(s.output_dir)).absolute()
+    out_dir = Path(s.output_dir).absolute()
     base = _existing(out_dir)
     free = shutil.disk_usage(base).free
     if not os.access(base, os.W_OK):
@@ -346,6 +340,7 @@ def check_disk(s: Scenario, download: int) -> list[Finding]:
 
 
 def diagnose(s: Scenario, names: list[str] | None = None) -> list[Finding]:
+    s = resolve(s, names)  # an unset ${VAR} of a field doctor reads is an error naming the field
     chosen = [(i, e) for i, e in enumerate(s.engines) if not names or e.name in names]
     for n in names or []:
         s.engine(n)  # an unknown name is an error that lists the valid ones

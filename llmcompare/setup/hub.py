@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
 
 # org/name, as the hub spells repository ids (a relative path to be made by model.make must start with ./)
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]*\w")
@@ -33,8 +32,8 @@ def is_hub_id(value: str) -> bool:
 def cache_dir() -> Path:
     """The Hugging Face hub cache, read from the environment at call time."""
     if os.environ.get("HF_HUB_CACHE"):
-        return Path(expand(os.environ["HF_HUB_CACHE"]))
-    return Path(expand(os.environ.get("HF_HOME") or "~/.cache/huggingface")) / "hub"
+        return Path(os.path.expanduser(os.environ["HF_HUB_CACHE"]))
+    return Path(os.path.expanduser(os.environ.get("HF_HOME") or "~/.cache/huggingface")) / "hub"
 
 
 def offline() -> bool:
@@ -95,6 +94,6 @@ def remote_size(repo_id: str) -> int | None:
 
 def resolve_tokenizer(model) -> None:
     """model.tokenizer given as a hub id becomes its local directory (its tokenizer files only)."""
-    tok = expand(model.tokenizer) if model.tokenizer else None
+    tok = model.tokenizer or None
     if tok and is_hub_id(tok):
         model.tokenizer = resolve(tok, "model.tokenizer", TOKENIZER_FILES)

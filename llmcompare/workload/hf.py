@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
 
 PROMPT_COLUMNS = ("prompt", "instruction", "question", "input", "text", "conversations")
 
@@ -86,7 +85,7 @@ def _text(v, where: str, turn: int | None = None) -> str:
 def read(cfg) -> tuple[list[tuple[str, str | None, None]], tuple]:
     """Records (prompt, reply or None, None) as workload.read_records gives them, and their cache key."""
 
-    where = expand(cfg.path, "workload.path")  # ${VAR} and ~, as every path field
+    where = cfg.path  # resolved (expand.py)
     ds = _load(where, cfg.split)
     pc = _column(ds, cfg.prompt_column, "prompt_column", PROMPT_COLUMNS)
     if pc is None:

@@ -18,7 +18,6 @@ from functools import cached_property
 from pathlib import Path
 
 from llmcompare.errors import ScenarioError
-from llmcompare.expand import expand
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.scenario import GENERATED, Cell, Workload
 from llmcompare.workload import hf, synthetic
@@ -27,7 +26,7 @@ from llmcompare.workload import hf, synthetic
 def load_tokenizer(path: str):
     """The tokenizer at `path` (a directory or a hub id in the local cache); loaded once per process and path
     (preflight loads it, the run reuses it)."""
-    p = expand(path, "model.tokenizer")
+    p = path
     f = Path(p) / "tokenizer.json"
     return _load_tokenizer(p, f.stat().st_mtime_ns if f.is_file() else None)
 
@@ -68,7 +67,7 @@ def read_records(cfg: Workload) -> tuple[list[tuple[str, str | None, int | None]
     if cfg.dataset == "hf":
 
         return hf.read(cfg)
-    path = Path(expand(cfg.path or "", "workload.path"))
+    path = Path(cfg.path or "")  # resolved (expand.py)
     try:
         if not path.is_file():
             raise OSError("no such file" if not path.exists() else "not a file")
