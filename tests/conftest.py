@@ -36,3 +36,12 @@ def cli():
     """argv prefix that runs llmcompare's CLI in a fresh interpreter."""
     exe = shutil.which("llmcompare")
     return [exe] if exe else [sys.executable, "-m", "llmcompare.cli"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """The fast tier (`pytest -m "not slow"`) leaves out every test that starts a real vLLM server (it uses the
+    vllm_py fixture, directly or through another fixture) or is marked vllm or gpu."""
+    for item in items:
+        if "vllm_py" in getattr(item, "fixturenames", ()) or item.get_closest_marker("vllm") \
+                or item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.slow)

@@ -129,3 +129,17 @@ def test_an_old_run_json_without_gemm_choices_reads_and_a_new_one_round_trips(tm
     run.engines["turbomind"].gemm_choices = [{"m": 1, "n": 4608, "k": 3584, "tile": [8, 128, 64], "splits": 1}]
     write_json(tmp_path / "run.json", run)
     assert load_run(tmp_path).engines["turbomind"].gemm_choices[0]["tile"] == [8, 128, 64]
+
+
+@pytest.mark.parametrize("args", [["--max-model-len", "4096"], ["--max-model-len=4096"], ["--max-model-len=9", "--max-model-len", "4096"]])
+def test_context_length_is_read_from_the_engine_args_in_both_spellings(args):
+    """Before a server starts, its context length comes from its own args; `--max-model-len=4096` is the same as
+    `--max-model-len 4096` (argparse reads both; the last one given wins)."""
+    assert launch.arg_max_len(Engine(name="v", kind="vllm", args=args)) == (4096, "its --max-model-len argument")
+    assert launch.arg_max_len(Engine(name="t", kind="lmdeploy", args=["--session-len=2048"])) == (
+        2048, "its --session-len argument")
+
+
+def test_a_default_flag_is_not_added_when_the_args_give_it_with_an_equals_sign():
+    cmd = launch.server_command(Engine(name="t", kind="lmdeploy", python="/py", args=["--backend=pytorch"]), "/m", 1)
+    assert "turbomind" not in cmd and cmd[-1] == "--backend=pytorch"

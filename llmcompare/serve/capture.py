@@ -110,14 +110,15 @@ class Capture:
     def stop(self, pids: list[int]) -> list[int]:
         return self._signal(pids)
 
-    def collect(self, rf: RunFile, engine: str, index: int, pids: list[int], anchor: str | None = None
-                ) -> list[TraceFile]:
-        """Waits for each stopped process's trace, gzips it into the run directory and analyses it."""
+    async def collect(self, rf: RunFile, engine: str, index: int, pids: list[int], anchor: str | None = None
+                      ) -> list[TraceFile]:
+        """Waits for each stopped process's trace, gzips it into the run directory and analyses it. Waits with
+        asyncio and does the gzip and the analysis in a thread: the pass's requests keep streaming meanwhile."""
         out, deadline = [], time.monotonic() + WRITE_WAIT_S
         for pid in pids:
             meta_f = self.dir / f"trace-{pid}.meta.json"
             while not meta_f.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
+                await asyncio.sleep(0.1)
             if not meta_f.exists():
                 out.append(TraceFile("", pid, "other", error=f"no trace within {WRITE_WAIT_S:g} s of the stop"))
                 continue
@@ -127,19 +128,23 @@ class Capture:
             tf = TraceFile("", pid, role(title), title, meta.get("start_unix_s"), meta.get("end_unix_s"),
                            cuda=meta.get("cuda"), error=meta.get("error"))
             if meta.get("trace"):
-                src = self.dir / meta["trace"]
-                dst = rf.path(engine, f"profile-p{index}.pid{pid}.trace.json.gz")
-                tf.json_bytes = src.stat().st_size
-                with open(src, "rb") as fi, gzip.open(dst, "wb", compresslevel=6) as fo:
-                    shutil.copyfileobj(fi, fo, 1 << 20)
-                src.unlink()
-                tf.file = dst.name
-                try:
-                    tf.steps = analyze(dst, anchor)
-                except (OSError, ValueError, KeyError) as e:
-                    tf.error = f"analysis failed: {type(e).__name__}: {e}"
+                await asyncio.to_thread(_keep_trace, self.dir / meta["trace"],
+                                        rf.path(engine, f"profile-p{index}.pid{pid}.trace.json.gz"), tf, anchor)
             out.append(tf)
         return out
+
+
+def _keep_trace(src: Path, dst: Path, tf: TraceFile, anchor: str | None) -> None:
+    """The trace gzipped into the run directory (the raw one removed) and its per-step analysis, into `tf`."""
+    tf.json_bytes = src.stat().st_size
+    with open(src, "rb") as fi, gzip.open(dst, "wb", compresslevel=6) as fo:
+        shutil.copyfileobj(fi, fo, 1 << 20)
+    src.unlink()
+    tf.file = dst.name
+    try:
+        tf.steps = analyze(dst, anchor)
+    except (OSError, ValueError, KeyError) as e:
+        tf.error = f"analysis failed: {type(e).__name__}: {e}"
 
 
 def point_tok_s(rf: RunFile, engine: str, index: int) -> tuple[float | None, str | None]:
@@ -289,7 +294,7 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     point, warn = point_tok_s(rf, engine, index)
     rec.warnings += [warn] if warn else []
     _figures(rec, pr, st.window, point, st.base)
-    rec.traces = cap.collect(rf, engine, index, _answered(cap), anchor) if len(st.window) == 2 else []
+    rec.traces = await cap.collect(rf, engine, index, _answered(cap), anchor) if len(st.window) == 2 else []
     rec.status = "complete" if rec.traces and not rec.error else "failed"
     if not rec.traces and not rec.error:
         rec.error = "no process answered the capture signal (is torch imported in the server's processes?)"
