@@ -25,8 +25,9 @@ from llmcompare import scenario  # noqa: E402
 from llmcompare.schema import scenario as scenario_schema  # noqa: E402
 from llmcompare.schema.files import RunFile, new_run_dir  # noqa: E402
 from llmcompare.schema.run import ServeRun, now  # noqa: E402
-from llmcompare.serve import runner  # noqa: E402
+from llmcompare.serve import measure, runner  # noqa: E402
 from llmcompare.setup.host import host_info  # noqa: E402
+from llmcompare.setup.model import prepare_model  # noqa: E402
 from llmcompare.workload.prompts import Prompts, load_tokenizer  # noqa: E402
 
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> Path:
         raise SystemExit("error: load.metrics_interval_s is 0: nothing to compare (set it to the period to cost)")
     e = s.engine(a.engine)
     s.load.repeats = a.pairs
-    model_path = runner.prepare_model(s)
+    model_path = prepare_model(s)
     tok = load_tokenizer(s.model.tokenizer or model_path)
     run = ServeRun(created_at=now(), argv=sys.argv, host=host_info(), scenario=s.to_dict())
     rf = RunFile(new_run_dir(s.output_dir, f"{s.name}-metrics-overhead"), run)
@@ -64,11 +65,12 @@ def main(argv: list[str] | None = None) -> Path:
         with runner.launched(s, rf, e, model_path) as (srv, name, facts):
             for r in range(a.pairs):
                 for s_arm, e_arm in pair if r % 2 == 0 else pair[::-1]:
-                    rf.engine(e_arm.name, **_shared(rf.run.engines[e.name]))
-                    runner._bench(s_arm, rf, e_arm, srv.base_url, name, Prompts(s_arm.workload, tok), {}, [r],
+                    _share(rf, rf.run.engines[e.name], e_arm.name)
+                    measure.bench(s_arm, rf, e_arm, srv.base_url, name, Prompts(s_arm.workload, tok), {}, [r],
                                   abort=srv.death, log_len=facts.max_model_len)
         for _, e_arm in pair:  # the arms are the results; the server's own record lives on in theirs
-            rf.engine(e_arm.name, **_shared(rf.run.engines[e.name]), status="complete")
+            _share(rf, rf.run.engines[e.name], e_arm.name).status = "complete"
+            rf.save()
         del rf.run.engines[e.name]
         rf.finish("complete")
     except BaseException as ex:
@@ -78,11 +80,14 @@ def main(argv: list[str] | None = None) -> Path:
     return rf.dir
 
 
-def _shared(rec) -> dict:
-    """What both arms take from the one server's record."""
-    keep = ("kind", "command", "env", "version", "base_url", "log", "pid", "ready_s", "starts", "served_model",
-            "kernels", "log_notes")
-    return {k: getattr(rec, k) for k in keep}
+def _share(rf: RunFile, server, arm: str):
+    """The arm's record takes what both arms share from the one server's record (saved); returns it."""
+    rec = rf.record(arm)
+    for k in ("kind", "command", "env", "version", "base_url", "log", "pid", "ready_s", "starts", "served_model",
+              "kernels", "log_notes"):
+        setattr(rec, k, getattr(server, k))
+    rf.save()
+    return rec
 
 
 if __name__ == "__main__":

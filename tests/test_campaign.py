@@ -13,7 +13,7 @@ from llmcompare.scenario.loader import validate
 from llmcompare.schema.build import build
 from llmcompare.schema.run import ServeRun
 from llmcompare.schema.scenario import Scenario
-from llmcompare.serve import campaign, runner
+from llmcompare.serve import campaign, measure
 
 RUN = Path(__file__).resolve().parents[1] / "reports/h200-grid/qwen-awq-h200-20261202-212514"
 
@@ -32,7 +32,7 @@ def scenario(**change) -> Scenario:
 
 def test_a_finished_run_has_nothing_to_do():
     s, run = scenario(), saved()
-    plan = campaign.stable_plan(runner.run_plan(s), run)
+    plan = campaign.stable_plan(measure.run_plan(s), run)
     todo = campaign.cells_to_do(s, plan, ["vllm"], run)
     assert todo == {"vllm": {}}
     # untrusted cells (c=64 in=512, repeats 1 and 2: the runner gave up on them) only with --redo untrusted
@@ -48,7 +48,7 @@ def test_interrupted_and_missing_cells_are_to_do():
     del pts[-2]  # c=64 in=512 repeat 3: never started
     pts[0].status = "running"  # a crash leaves 'running' behind
     s = scenario()
-    plan = campaign.stable_plan(runner.run_plan(s), run)
+    plan = campaign.stable_plan(measure.run_plan(s), run)
     todo = campaign.cells_to_do(s, plan, ["vllm", "vllm-marlin"], run)
     assert todo["vllm"] == {(0, 0): 2, (6, 2): 1, (7, 2): 2}
     assert len(todo["vllm-marlin"]) == 24  # an engine of the scenario not in the run yet: every cell
@@ -56,7 +56,7 @@ def test_interrupted_and_missing_cells_are_to_do():
 
 def test_added_cells_keep_the_old_indices():
     s, run = scenario(load__concurrency=[1, 16, 32, 64, 256], workload__input_len=[1024, 512, 2048]), saved()
-    plan = campaign.stable_plan(runner.run_plan(s), run)
+    plan = campaign.stable_plan(measure.run_plan(s), run)
     idx = {p.key.label: p.index for p in plan}
     assert idx["c=1 in=1024 out=256"] == 0 and idx["c=256 in=512 out=256"] == 7  # as on file
     assert sorted(idx[k] for k in idx if "c=32" in k or "in=2048" in k) == list(range(8, 15))
@@ -85,7 +85,7 @@ def test_an_engine_whose_definition_changed_is_refused():
 def test_the_estimate_uses_the_runs_measured_durations(capsys):
     run = saved()
     s = scenario(load__concurrency=[1, 16, 32, 64, 256])
-    plan = campaign.stable_plan(runner.run_plan(s), run)
+    plan = campaign.stable_plan(measure.run_plan(s), run)
     todo = campaign.cells_to_do(s, plan, ["vllm"], run, "untrusted")
     camp = campaign.Campaign(plan, todo)
     prog, line = campaign.estimate(s, camp, run)

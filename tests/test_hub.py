@@ -13,8 +13,7 @@ import yaml
 from llmcompare import scenario
 from llmcompare.engines.server import free_port
 from llmcompare.errors import ScenarioError
-from llmcompare.serve import runner
-from llmcompare.setup import hub
+from llmcompare.setup import hub, model
 
 REPO = "acme/tiny-qwen"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -82,7 +81,7 @@ def _scenario(tmp_path, model: dict, base_url="http://127.0.0.1:9"):
 def test_serve_bench_hands_engines_the_local_snapshot_and_the_tokenizer_too(tmp_path, hub_cache):
     s = scenario.load(str(_scenario(tmp_path, {"path": REPO, "tokenizer": REPO,
                                                "make": {"preset": "tiny"}})))  # make: for local paths only
-    assert runner.prepare_model(s) == str(hub_cache)
+    assert model.prepare_model(s) == str(hub_cache)
     assert s.model.tokenizer == str(hub_cache)
     assert not (tmp_path / "acme").exists()
 
@@ -109,4 +108,4 @@ def test_hub_unreachable_falls_back_to_the_cache_then_names_the_id(hub_cache, mo
 
 def test_a_tokenizer_from_the_hub_for_a_local_model(tmp_path, hub_cache, tiny_model):
     s = scenario.load(str(_scenario(tmp_path, {"path": tiny_model, "tokenizer": REPO})))
-    assert runner.prepare_model(s) == tiny_model and s.model.tokenizer == str(hub_cache)
+    assert model.prepare_model(s) == tiny_model and s.model.tokenizer == str(hub_cache)

@@ -19,7 +19,7 @@ from llmcompare.schema.build import build
 from llmcompare.schema.files import load_run
 from llmcompare.schema.run import LoadKey, ServeRun
 from llmcompare.schema.scenario import Scenario
-from llmcompare.serve import campaign, runner
+from llmcompare.serve import campaign, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "reports/h200-grid"
@@ -37,13 +37,13 @@ def shared_prefix(prefix_len, num_prefixes=4, input_len=256, output_len=128, **l
 
 def test_a_list_sweeps_and_every_cell_is_a_load_key():
     s = shared_prefix([512, 1024], [1, 4])
-    labels = [(p.index, p.key.label) for p in runner.run_plan(s)]
+    labels = [(p.index, p.key.label) for p in measure.run_plan(s)]
     assert labels == [(0, "c=1 in=256 out=128 prefix=512x1"), (1, "c=64 in=256 out=128 prefix=512x1"),
                       (2, "c=1 in=256 out=128 prefix=512x4"), (3, "c=64 in=256 out=128 prefix=512x4"),
                       (4, "c=1 in=256 out=128 prefix=1024x1"), (5, "c=64 in=256 out=128 prefix=1024x1"),
                       (6, "c=1 in=256 out=128 prefix=1024x4"), (7, "c=64 in=256 out=128 prefix=1024x4")]
     # a scalar (as before): one cell, its prefix in the label
-    assert [p.key.label for p in runner.run_plan(shared_prefix(1024))] == [
+    assert [p.key.label for p in measure.run_plan(shared_prefix(1024))] == [
         "c=1 in=256 out=128 prefix=1024x4", "c=64 in=256 out=128 prefix=1024x4"]
 
 
@@ -105,7 +105,7 @@ def test_a_resume_may_add_prefix_values_and_keeps_the_indices(tmp_path):
     d["workload"]["prefix_len"], d["workload"]["num_prefixes"] = [1024, 2048], [4, 8]
     s = validate(build(Scenario, d))
     campaign.resume_check(s, saved, "run")  # adding values is accepted
-    plan = campaign.stable_plan(runner.run_plan(s), saved)
+    plan = campaign.stable_plan(measure.run_plan(s), saved)
     idx = {p.key.label: p.index for p in plan}
     assert idx["c=1 in=1024 out=256 prefix=1024x4"] == 0 and idx["c=256 in=512 out=256 prefix=1024x4"] == 7
     assert len(plan) == 32 and sorted(idx.values()) == list(range(32))
@@ -118,7 +118,7 @@ def test_a_resume_may_add_prefix_values_and_keeps_the_indices(tmp_path):
 
 def test_the_rough_estimate_counts_the_prefix_as_prompt_tokens():
     s = shared_prefix([1000, 9000], 1, concurrency=[10])
-    short, long_ = runner.run_plan(s)
+    short, long_ = measure.run_plan(s)
     # one request: prompt tokens x c at 10,000 tok/s + 128 x 30 ms; 4 prompts at c=10: one wave
     assert campaign._rough_s(short, s) == pytest.approx((1000 + 256) * 10 / 10000 + 128 * 0.030)
     assert campaign._rough_s(long_, s) == pytest.approx((9000 + 256) * 10 / 10000 + 128 * 0.030)

@@ -75,5 +75,5 @@ def test_a_small_llama_checkpoint_with_its_tokenizer_serves_on_real_vllm(tmp_pat
 
     want = Prompts(Workload(dataset="synthetic-sharegpt", max_total_len=300, seed=2), load_tokenizer(str(model)))
     first = sorted((r["prompt_tokens"], r["output_tokens"]) for r in reqs if r["attempt"] == 1 and r["point"] == 0)
-    # stream 1 is the first point's measured run (runner.stream_id): the server counted exactly those lengths
+    # stream 1 is the first point's measured run (measure.stream_id): the server counted exactly those lengths
     assert first == sorted((x.prompt_len, x.output_len) for x in want.sample(4, 1))

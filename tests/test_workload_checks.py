@@ -9,7 +9,7 @@ import yaml
 
 from llmcompare import scenario
 from llmcompare.errors import ScenarioError
-from llmcompare.serve import runner
+from llmcompare.serve import measure
 from llmcompare.serve.loadgen import plan
 from llmcompare.workload.prompts import Prompts, load_tokenizer
 
@@ -50,10 +50,10 @@ def test_a_file_dataset_too_small_for_the_run_is_an_error_unless_reuse_is_allowe
     pts = plan(s.load.concurrency, [], None, 4, 0)
     with pytest.raises(ScenarioError, match=r"has 10 usable prompts, and this plan may send 20 .* without sending "
                                             r"one twice.*allow_prompt_reuse: true"):
-        runner.prompt_blocks(s, prompts, pts)
+        measure.prompt_blocks(s, prompts, pts)
     s.workload.num_prompts, pts = 1, plan(s.load.concurrency, [], None, 1, 0)  # 2 points x 2 repeats x (1 + 1) = 8
-    blocks = runner.prompt_blocks(s, prompts, pts)
+    blocks = measure.prompt_blocks(s, prompts, pts)
     sent = [p.prompt for sid, (start, n) in blocks.items() for p in prompts.sample(n, sid, (start, n))]
     assert len(sent) == 8 and len(set(sent)) == 8  # every stream its own prompts
     s.workload.allow_prompt_reuse, s.workload.num_prompts, pts = True, 4, plan(s.load.concurrency, [], None, 4, 0)
-    assert len(runner.prompt_blocks(s, prompts, pts)) == 8  # allowed: wraps around the file
+    assert len(measure.prompt_blocks(s, prompts, pts)) == 8  # allowed: wraps around the file

@@ -102,14 +102,9 @@ class RunFile:
     def path(self, engine: str, what: str) -> Path:
         return self.dir / f"{engine}.{what}"
 
-    def engine(self, name: str, **info: Any) -> EngineRecord:
-        e = self.run.engines.setdefault(name, EngineRecord(name=name))
-        for k, v in info.items():
-            if not hasattr(e, k):
-                raise AttributeError(f"EngineRecord has no field {k!r}")
-            setattr(e, k, v)
-        self.save()
-        return e
+    def record(self, name: str) -> EngineRecord:
+        """Engine `name`'s record, made when it has none yet; change its fields, then save()."""
+        return self.run.engines.setdefault(name, EngineRecord(name=name))
 
     def point(self, engine: str, p: PointResult) -> None:
         """Adds, or replaces the same (index, repeat, attempt), one point's result."""

@@ -30,7 +30,7 @@ class ProfileRecord:
     concurrency: int | None = None
     input_len: int | None = None
     output_len: int | None = None
-    prefix_len: int | None = None  # shared-prefix's cell (results.LoadKey); None for other datasets
+    prefix_len: int | None = None  # shared-prefix's cell (run.LoadKey); None for other datasets
     num_prefixes: int | None = None
     started_at: str | None = None
     status: str = "running"  # running | complete | failed

@@ -191,10 +191,14 @@ class PointResult:
     cut_off: int = 0  # requests in flight when the engine died: not the engine's failures, not its results
     telemetry: TelemetrySummary | None = None  # GPU power, clocks, memory over the measured run (serve/telemetry.py)
 
+    @classmethod
+    def at(cls, key: LoadKey, **fields) -> PointResult:
+        """A result of the load point `key`: the file keeps the key's fields flat, beside the others."""
+        return cls(**dataclasses.asdict(key), **fields)
+
     @property
     def key(self) -> LoadKey:
-        return LoadKey(self.concurrency, self.request_rate, self.max_concurrency, self.input_len, self.output_len,
-                       self.prefix_len, self.num_prefixes)
+        return LoadKey(**{f.name: getattr(self, f.name) for f in dataclasses.fields(LoadKey)})
 
     @property
     def label(self) -> str:

@@ -11,7 +11,7 @@ should take, and how far it has got. `serve-bench SCENARIO --resume RUN_DIR` con
             load.request_rate values, workload.input_len, output_len, prefix_len and num_prefixes values
             (the last two: shared-prefix), engines. Anything else that
             differs is named in the error. Load points keep the index they have on file; new ones are numbered
-            after them, so each keeps its prompts (runner.stream_id).
+            after them, so each keeps its prompts (measure.stream_id).
 
 Time estimate (printed before anything starts, and updated after every cell): server start-ups (the engine's
 ready_s on file, else its kind's rough_startup_s) plus, per cell, the measured duration of the same point (same engine first,
@@ -51,7 +51,7 @@ ROUGH_TPOT_S, ROUGH_PREFILL_TOK_PER_S = 0.030, 10000.0
 @dataclass
 class Campaign:
     """What serve-bench runs: the plan (stable indices), per engine the cells to do and their first attempt
-    number, and the file-dataset prompt blocks (runner.prompt_blocks)."""
+    number, and the file-dataset prompt blocks (measure.prompt_blocks)."""
 
     plan: list[LoadPoint]
     todo: dict[str, dict[tuple[int, int], int]]  # engine -> (point index, repeat) -> first attempt number

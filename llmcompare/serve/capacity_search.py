@@ -15,7 +15,7 @@ FINISHED = ("complete", "untrusted")
 
 
 async def search(b, measure) -> Result:
-    """b: runner.Bench; measure(point, repeat): runner._measure on the open session. Probes already on file (a
+    """b: measure.Bench; measure(point, repeat): measure.measure on the open session. Probes already on file (a
     resumed run) are not measured again."""
 
     s, cap, rec = b.s, b.s.load.capacity, b.rf.run.engines[b.engine]

@@ -263,9 +263,8 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     (the baseline); once 2c have finished, the captured window, at the same phase of the next wave. The
     capture's cost is the captured window's output tok/s against the baseline's (the trace is written after the
     capture stops, a stall that falls after both windows)."""
-    rec = ProfileRecord(index=index, label=key.label, concurrency=key.concurrency, input_len=key.input_len,
-                        output_len=key.output_len, prefix_len=key.prefix_len, num_prefixes=key.num_prefixes,
-                        started_at=now(), requests=len(specs))
+    cell = {name: getattr(key, name) for name in ("concurrency", "input_len", "output_len", "prefix_len", "num_prefixes")}
+    rec = ProfileRecord(index=index, label=key.label, **cell, started_at=now(), requests=len(specs))
     rf.run.engines[engine].profiles.append(rec)
     rf.save()
     st = _Pass(c=key.concurrency or 1, t0=time.perf_counter())

@@ -1,0 +1,216 @@
+"""One engine's load points on a running server: warm-up, the measured run (saved as it goes), the trust check
+and a new attempt while its timestamps cannot be trusted; the profiled passes and the capacity search after the
+plan's points. The prompts of every (point, repeat, attempt, warm-up) are the same on every engine."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+
+import aiohttp
+import numpy as np
+
+from llmcompare.analysis import metrics, steady, trust
+from llmcompare.engines import prefix_cache, registry
+from llmcompare.engines.server import ServerError
+from llmcompare.errors import ScenarioError
+from llmcompare.schema.files import RunFile, append_jsonl
+from llmcompare.schema.request import RequestSpec
+from llmcompare.schema.run import PointResult, now
+from llmcompare.schema.scenario import Engine, Scenario
+from llmcompare.serve import capacity_search, capture, loadgen
+from llmcompare.serve.client import body_template, completion_body
+from llmcompare.serve.context_length import check_lengths, max_model_len
+from llmcompare.serve.engine_metrics import MetricsSampler
+from llmcompare.serve.loadgen import LoadPoint, Request
+from llmcompare.serve.summary import say_point
+from llmcompare.serve.telemetry import Telemetry
+from llmcompare.workload.prompts import Prompts
+
+
+@dataclass
+class Bench:
+    """One engine's measurement context: what _measure needs, and nothing of the scenario beyond it."""
+
+    s: Scenario
+    rf: RunFile
+    engine: str
+    req: Request
+    prompts: Prompts
+    plan: list[LoadPoint]
+    blocks: dict[int, tuple[int, int]]  # stream -> (start, size) in a file dataset
+    abort: object = None  # () -> reason the server is gone, or None
+    idle_lag_ms: float = 0.0
+    capture: capture.Capture | None = None  # the hook's side of a launched server (profile.points)
+    todo: dict | None = None  # (point index, repeat) -> first attempt number (serve/campaign.py); None: every cell
+    progress: object = None  # campaign.Progress
+
+
+def stream_id(point: LoadPoint, repeat: int, attempt: int, warm: bool, s: Scenario) -> int:
+    """Every (point, repeat, attempt, warm-up) gets its own prompts; the same ones on every engine."""
+    a = (attempt - 1) % s.load.max_attempts  # a resumed cell's attempts continue the numbering, with its prompts
+    return ((point.index * s.load.repeats + repeat) * s.load.max_attempts + a) * 2 + (0 if warm else 1)
+
+
+def prompt_blocks(s: Scenario, prompts: Prompts, plan: list[LoadPoint]) -> dict[int, tuple[int, int]]:
+    """File datasets: the shuffled file shared out among the run's streams, none twice (unless reuse is allowed).
+    Checked before any server starts."""
+    if not prompts.from_file:
+        return {}
+    need = []
+    for p in plan:
+        for r in range(s.load.repeats):
+            for a in range(1, s.load.max_attempts + 1):
+                need.append((stream_id(p, r, a, True, s), s.load.warmup_requests))
+                need.append((stream_id(p, r, a, False, s), p.num_prompts))
+    total, size = sum(n for _, n in need), prompts.file_size()
+    if total > size and not s.workload.allow_prompt_reuse:
+        raise ScenarioError(
+            f"workload.path: {s.workload.path} has {size} usable prompts, and this plan may send {total} "
+            f"({len(plan)} points x {s.load.repeats} repeats x up to {s.load.max_attempts} attempts, warm-ups "
+            "included) without sending one twice; use a larger file, fewer requests, or set "
+            "workload.allow_prompt_reuse: true (prefix caches will then see repeated prompts)")
+    out, start = {}, 0
+    for sid, n in need:
+        out[sid] = (start % size, n)
+        start += n
+    return out
+
+
+def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: bool) -> list[RequestSpec]:
+    sid = stream_id(point, repeat, attempt, warm, b.s)
+    return b.prompts.sample(n, sid, b.blocks.get(sid), point.key.cell)
+
+
+async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, repeat: int) -> None:
+    """One point, one repeat: warm-up, the measured run, and again while its timestamps cannot be trusted."""
+    first, t0 = (b.todo or {}).get((point.index, repeat), 1), time.monotonic()
+    for attempt in range(first, first + b.s.load.max_attempts):
+        warm_e2el_s = None
+        if b.s.load.warmup_requests:
+            w = await loadgen.warmup(session, b.req, point.key,
+                                     _specs(b, point, b.s.load.warmup_requests, repeat, attempt, True), b.abort)
+            if w.abort_reason:
+                raise ServerError(w.abort_reason)
+            e2el = [r.e2el_ms for r in w.records if r.success]
+            # the warm-up's E2EL stands for the point's only if it ran at the point's concurrency
+            same_load = point.key.concurrency is not None and b.s.load.warmup_requests >= point.key.concurrency
+            warm_e2el_s = float(np.median(e2el)) / 1000.0 if e2el and same_load else None
+        lp = loadgen.prompts_for_duration(point, b.s.load.min_duration_s, warm_e2el_s, b.s.load.max_prompts_per_point)
+        res = PointResult.at(point.key, index=point.index, repeat=repeat, attempt=attempt, num_prompts=lp.num_prompts,
+                             num_prompts_why=lp.num_prompts_why, started_at=now())
+        b.rf.point(b.engine, res)
+        pr = await _run(session, b, res, _specs(b, point, lp.num_prompts, repeat, attempt, False))
+        if pr.abort_reason:
+            raise ServerError(pr.abort_reason)
+        say_point(b.engine, res, b.s.load.repeats)
+        if res.trust.trusted or not trust.worth_retry(res.trust) or attempt == first + b.s.load.max_attempts - 1:
+            if b.progress:
+                b.progress.cell_done(b.engine, point.index, repeat, time.monotonic() - t0)
+            return
+        print(f"{b.engine} {res.label}: measuring again (attempt {attempt + 1} of {first + b.s.load.max_attempts - 1})",
+              file=sys.stderr)
+
+
+async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs: list[RequestSpec]):
+    """The measured run of one point; the result is filled in and saved even when it is interrupted."""
+    rf, name = b.rf, b.engine
+    tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
+    saved = []
+
+    def save(rec) -> None:
+        saved.append(rec)
+        append_jsonl(rf.path(name, "requests.jsonl"), {**tag, **rec.to_json()})
+
+    url = b.req.url.rsplit("/v1/", 1)[0] + "/metrics"
+    sampler = MetricsSampler(session, url, b.s.load.metrics_interval_s, time.perf_counter())
+    pr, tel = None, Telemetry(b.s.profile.telemetry_interval_ms)
+    try:
+        cache_before = await prefix_cache.read(session, url)  # counters: the point's own hits are the difference
+        async with tel, sampler:
+            pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness,
+                                         seed=b.s.workload.seed + res.index, on_record=save, abort=b.abort,
+                                         desc=f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else ""))
+        res.prefix_cache = prefix_cache.delta(cache_before, await prefix_cache.read(session, url))
+    finally:
+        for t, vals in sampler.samples:
+            append_jsonl(rf.path(name, "metrics.jsonl"), {**tag, "t_s": round(t, 4), **vals})
+        _finish(b, res, pr, saved, sampler)
+        res.telemetry = tel.save(rf.path(name, "telemetry.jsonl.gz"), tag, res.metrics)
+        rf.point(name, res)
+    return pr
+
+
+def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler) -> None:
+    res.finished_at = now()
+    res.server_metrics = sampler.summary()
+    res.server_metrics_error = None if sampler.samples else sampler.error
+    res.cut_off = sum(r.cut_off for r in saved)
+    if pr is None:  # interrupted (Ctrl-C, SIGTERM): what finished is in requests.jsonl; no figures
+        res.status, res.unfinished = "interrupted", res.num_prompts - (len(saved) - res.cut_off)
+        return
+    res.token_counts = metrics.fill_token_counts(pr.records, b.prompts.count_tokens)
+    done = [r for r in pr.records if not r.cut_off]
+    res.metrics = metrics.compute(pr.records, pr.duration_s, b.s.percentiles, b.s.slo) if done else None
+    res.steady = steady.steady(pr.records, res.concurrency)
+    res.client = pr.client_health()
+    res.trust = trust.assess(pr.records, res.metrics, res.client, b.idle_lag_ms, b.s.workload.ignore_eos)
+    res.unfinished = pr.unfinished
+    if pr.partial:
+        res.status = "partial"
+    else:
+        res.status = "complete" if res.trust.trusted else "untrusted"
+    if res.steady is None and res.concurrency:
+        res.warnings.append(f"no steady-state window: {res.num_prompts} requests at concurrency {res.concurrency} "
+                            f"are fewer than three waves (set workload.prompts_per_concurrency to 3 or more)")
+    rows = steady.series(pr.records, pr.duration_s, sampler.samples)
+    tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
+    for row in rows:
+        append_jsonl(b.rf.path(b.engine, "series.jsonl"), {**tag, **row})
+
+
+async def _drive(b: Bench, repeats: list[int]) -> None:
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+        b.idle_lag_ms = await loadgen.idle_loop_lag()
+        b.rf.record(b.engine).client_idle_loop_lag_p99_ms = b.idle_lag_ms
+        b.rf.save()
+        for r in repeats:
+            for point in b.plan:
+                if b.todo is None or (point.index, r) in b.todo:
+                    await measure(session, b, point, r)
+        if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
+            await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile, b.abort,
+                                         lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
+        if b.s.load.capacity:  # after the plan's points: the request-rate search (analysis/capacity.py)
+            await capacity_search.search(b, lambda point, r: measure(session, b, point, r))
+
+
+def run_plan(s: Scenario) -> list[LoadPoint]:
+    """Every workload cell at every load point (loadgen.plan), as the scenario asks."""
+    return loadgen.plan(s.load.concurrency, s.load.request_rate, s.load.max_concurrency, s.workload.num_prompts,
+                        s.workload.prompts_per_concurrency, s.workload.cells())
+
+
+def bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompts: Prompts,
+           blocks: dict, repeats: list[int], abort=None, log_len: int | None = None, camp=None, cap=None) -> None:
+    limit, src = max_model_len(base_url, e, log_len)
+    rec = rf.record(e.name)
+    rec.max_model_len, rec.max_model_len_source = limit, src
+    rf.save()
+    check_lengths(e, limit, src, s, prompts)
+    sampling = registry.kind(e.kind).sampling if s.workload.temperature == 0 else {"temperature": s.workload.temperature}
+    req = Request(f"{base_url}/v1/completions", model, body_template(sampling, s.workload.ignore_eos),
+                  s.load.request_timeout_s)
+    cell = s.workload.cells()[0]
+    p_len = (cell.input_len or 0) + (cell.prefix_len or 0)  # tokens
+    example = RequestSpec(f"<prompt of {p_len or 'its'} tokens>", p_len, cell.output_len or s.workload.output_lens[0])
+    rec.request_body = completion_body(model, example, req.body)
+    rf.save()
+    b = Bench(s, rf, e.name, req, prompts, camp.plan if camp else run_plan(s), blocks, abort, capture=cap)
+    if camp:
+        b.todo, b.progress = camp.todo[e.name], camp.progress
+    asyncio.run(_drive(b, repeats))
+
