@@ -1,6 +1,6 @@
-"""Campaign bookkeeping on a committed H200 run (reports/h200-grid: vLLM, 8 load points x 3 repeats, some
-untrusted attempts): what a resume still has to do, which scenario changes it accepts, and the time estimate
-from the run's measured durations."""
+"""Campaign bookkeeping on a committed H200 run (tests/data/h200-grid-vllm: the run.json of
+reports/h200-grid/qwen-awq-h200-20261202-212514, vLLM, 8 load points x 3 repeats, some untrusted attempts): what a
+resume still has to do, which scenario changes it accepts, and the time estimate from the run's measured durations."""
 
 import copy
 import json
@@ -15,7 +15,7 @@ from llmcompare.schema.run import ServeRun
 from llmcompare.schema.scenario import Scenario
 from llmcompare.serve import campaign, measure
 
-RUN = Path(__file__).resolve().parents[1] / "reports/h200-grid/qwen-awq-h200-20261202-212514"
+RUN = Path(__file__).resolve().parent / "data/h200-grid-vllm"
 
 
 def saved() -> ServeRun:

@@ -75,15 +75,16 @@ def _h200_log(name: str) -> list[str]:
     import lzma
     from pathlib import Path
 
-    with lzma.open(Path(__file__).resolve().parents[1] / "reports/h200-versions" / name, "rt") as f:
+    with lzma.open(Path(__file__).resolve().parent / "data" / name, "rt") as f:
         return f.readlines()
 
 
 def test_a_served_turbomind_log_gives_its_gemm_choices_and_an_instrumented_note(tmp_path):
     """The real lmdeploy 0.18 server log of the H200 run, with the real GEMM lines TurboMind printed in kernel-bench
-    inserted after its warm-up, then 10,000 decode steps' `[Gemm] plan` lines (the M=1 lines as plan)."""
-    server = _h200_log("qwen-awq-h200-20261202-162119/turbomind.server.log.xz")
-    gemm = [ln for ln in _h200_log("kernels-qwen-awq-h200-20261202-163848/worker-cublas-marlin-machete-turbomind.log.xz")
+    inserted after its warm-up, then 10,000 decode steps' `[Gemm] plan` lines (the M=1 lines as plan). Copies in
+    tests/data of reports/h200-versions/qwen-awq-h200-20261202-162119 and kernels-qwen-awq-h200-20261202-163848."""
+    server = _h200_log("h200-versions-turbomind/turbomind.server.log.xz")
+    gemm = [ln for ln in _h200_log("h200-versions-kernel-bench/worker-cublas-marlin-machete-turbomind.log.xz")
             if ln.startswith(("[Gemm]", "[tune]"))]
     plans = [ln.replace("tune", "plan", 1) for ln in gemm if ln.startswith("[Gemm] tune") and "_fff_1x" in ln.split()[2]]
     log = tmp_path / "turbomind.server.log"
@@ -111,7 +112,7 @@ def test_read_log_file_still_raises_on_a_fallback_and_reads_vllm_kernels(tmp_pat
     log.write_text("INFO x\nWARNING turbomind: Fallback to pytorch engine because ...\n")
     with pytest.raises(engines_log.EngineFallbackError):
         launch.read_log_file("lmdeploy", log)
-    log.write_text("".join(_h200_log("qwen-awq-h200-20261202-163315/vllm.server.log.xz")))
+    log.write_text("".join(_h200_log("h200-versions-vllm/vllm.server.log.xz")))
     facts = launch.read_log_file("vllm", log)
     assert facts.kernels == {"AutoAWQMarlinLinearMethod": "MacheteLinearKernel"} and facts.gemm_choices == []
 
@@ -122,7 +123,7 @@ def test_an_old_run_json_without_gemm_choices_reads_and_a_new_one_round_trips(tm
 
     from llmcompare.schema.files import load_run, write_json
 
-    old = Path(__file__).resolve().parents[1] / "reports/h200-versions/qwen-awq-h200-20261202-162119"
+    old = Path(__file__).resolve().parent / "data/h200-versions-turbomind"  # reports/h200-versions/...-162119
     assert "gemm_choices" not in json.loads((old / "run.json").read_text())["engines"]["turbomind"]
     run = load_run(old)
     assert run.engines["turbomind"].gemm_choices == [] and run.engines["turbomind"].version == "0.18.0"

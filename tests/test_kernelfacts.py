@@ -1,5 +1,6 @@
 """Tile/SM/bandwidth facts (llmcompare.kernelfacts) on the committed real kernel-bench run of the H200
-(reports/h200-versions/kernels-qwen-awq-h200-20261202-163848: TurboMind 0.18 and 0.17 tm_gemm choices per point)."""
+(tests/data/h200-versions-kernel-bench: reports/h200-versions/kernels-qwen-awq-h200-20261202-163848's run.json with
+its points at M <= 256; TurboMind 0.18 and 0.17 tm_gemm choices per point)."""
 
 import math
 from pathlib import Path
@@ -11,7 +12,7 @@ from llmcompare.engines.gemm_backends import int4_awq_bytes
 from llmcompare.schema.files import load_run
 from llmcompare.schema.run import EngineRecord
 
-KRUN = Path(__file__).resolve().parents[1] / "reports/h200-versions/kernels-qwen-awq-h200-20261202-163848"
+KRUN = Path(__file__).resolve().parent / "data/h200-versions-kernel-bench"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """shared-prefix's prefix_len and num_prefixes as grid axes: the plan and its load keys, result files from
-before the axes (reports/h200-grid, and a shared-prefix run as older code wrote it), a resume that adds prefix
-values, the time estimate, and the report's win map, Pareto panels and per-point prefix-cache column. No
-server."""
+before the axes (copies in tests/data of H200 runs under reports/h200-grid and reports/h200-map, and a shared-prefix
+run as older code wrote it), a resume that adds prefix values, the time estimate, and the report's win map, Pareto
+panels and per-point prefix-cache column. No server."""
 
 import copy
 import json
@@ -21,10 +21,14 @@ from llmcompare.schema.run import LoadKey, ServeRun
 from llmcompare.schema.scenario import Scenario
 from llmcompare.serve import campaign, measure
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "reports/h200-grid"
-VLLM = GRID / "qwen-awq-h200-20261202-212514"  # vLLM, in=[1024, 512] x c=[1, 16, 64, 256] x 3 repeats
-TURBOMIND = GRID / "qwen-awq-h200-20261202-200831"  # TurboMind, the same grid
+DATA = Path(__file__).resolve().parent / "data"  # the copies: tests/data/README.md
+# reports/h200-grid/qwen-awq-h200-20261202-212514: vLLM, in=[1024, 512] x c=[1, 16, 64, 256] x 3 repeats
+VLLM = DATA / "h200-grid-vllm"
+TURBOMIND = DATA / "h200-grid-turbomind"  # reports/h200-grid/qwen-awq-h200-20261202-200831: TurboMind, the same grid
+# run.json files as the code before the prefix axes wrote them (serve-bench/3): the two grid runs (one engine each,
+# retried attempts), a map run with profiled passes and a resume (reports/h200-map/qwen-map-h200-20261203-070613),
+# and a kernel-bench run as one sits beside serve runs
+OLD_RUNS = [VLLM, TURBOMIND, DATA / "h200-map-profiles", DATA / "h200-versions-kernel-bench"]
 
 
 def shared_prefix(prefix_len, num_prefixes=4, input_len=256, output_len=128, **load) -> Scenario:
@@ -62,7 +66,7 @@ def test_load_key_identity_sort_and_label():
 
 def test_old_result_files_load_with_the_labels_they_were_written_with():
     """run.json keeps each point's label as the code that wrote it said it: the keys read now say the same."""
-    for run_dir in sorted(GRID.glob("*/run.json")) + sorted((ROOT / "reports/h200-map").glob("*/run.json")):
+    for run_dir in [d / "run.json" for d in OLD_RUNS]:
         written = json.loads(run_dir.read_text())
         run = load_run(run_dir.parent)
         if not isinstance(run, ServeRun):  # a kernel-bench run beside the serve runs: no load points

@@ -106,8 +106,8 @@ from pathlib import Path  # noqa: E402
 
 from llmcompare.engines.turbomind_log import Tally, served_kernel, summarize  # noqa: E402
 
-H200 = Path(__file__).resolve().parents[1] / "reports/h200-versions"
-KRUN = H200 / "kernels-qwen-awq-h200-20261202-163848"
+DATA = Path(__file__).resolve().parent / "data"
+KRUN = DATA / "h200-versions-kernel-bench"  # from reports/h200-versions/kernels-qwen-awq-h200-20261202-163848
 
 
 def real_lines(worker: str) -> list[str]:
@@ -171,8 +171,8 @@ def test_served_kernel_is_the_smallest_tuned_m_at_or_above():
     assert Tally().records() == []
 
 
-# The two probes of 2026-12-03 on the H200 (reports/h200-versions/): whole served logs, parsed as serve-bench does.
-_PROBES = Path(__file__).resolve().parent.parent / "reports" / "h200-versions"
+# The two probes of 2026-12-03 on the H200 (reports/h200-versions/qwen-awq-h200-20261203-000904 and -000738, copied
+# to tests/data): whole served logs, parsed as serve-bench does.
 
 
 def _served(tmp_path, run: str, engine: str):
@@ -180,15 +180,15 @@ def _served(tmp_path, run: str, engine: str):
 
 
     log = tmp_path / "server.log"
-    with lzma.open(_PROBES / run / f"{engine}.server.log.xz") as src, open(log, "wb") as dst:
+    with lzma.open(DATA / run / f"{engine}.server.log.xz") as src, open(log, "wb") as dst:
         dst.write(src.read())
     facts = launch.read_log_file("lmdeploy", log)
-    saved = json.loads((_PROBES / run / "run.json").read_text())["engines"][engine]["gemm_choices"]
+    saved = json.loads((DATA / run / "run.json").read_text())["engines"][engine]["gemm_choices"]
     return {(c["m"], c["n"], c["k"]): c for c in facts.gemm_choices}, saved
 
 
 def test_served_018_log_names_the_sm90_kernel_of_every_decode_gemm(tmp_path):
-    got, saved = _served(tmp_path, "qwen-awq-h200-20261203-000904", "turbomind-kernels")
+    got, saved = _served(tmp_path, "h200-probe-turbomind-0.18", "turbomind-kernels")
     assert len(got) == len(saved) == 765  # what serve-bench saved is what the log says
     for n, k in [(4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944)]:
         c = got[(1, n, k)]
@@ -198,7 +198,7 @@ def test_served_018_log_names_the_sm90_kernel_of_every_decode_gemm(tmp_path):
 
 
 def test_served_017_log_keeps_the_fastest_tuned_kernel(tmp_path):
-    got, saved = _served(tmp_path, "qwen-awq-h200-20261203-000738", "turbomind-0.17-kernels")
+    got, saved = _served(tmp_path, "h200-probe-turbomind-0.17", "turbomind-0.17-kernels")
     assert len(got) == len(saved) == 69  # 17 tuned M per linear shape, and lm_head's one
     c = got[(16, 3584, 18944)]
     assert c["source"] == "[tune] fastest" and c["op_class"] == "mma_h16816" and c["splits"] == 4, c

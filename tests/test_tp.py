@@ -182,8 +182,9 @@ def test_kernel_bench_at_degree_2_times_per_gpu_shapes_and_records_the_allreduce
 
 
 def test_report_splits_each_engines_time_into_gemm_communication_and_the_rest(tmp_path):
-    """The committed H200 kernel run, given an all-reduce table as a degree-2 run would record, beside the
-    committed two-engine serve run: the report's time split adds up to each point's duration."""
+    """The committed H200 kernel run (tests/data/h200-kernels-v1: reports/h200-kernels/run.json), given an all-reduce
+    table as a degree-2 run would record, beside the committed two-engine serve run: the report's time split adds up
+    to each point's duration."""
     import json
     import re
     from pathlib import Path
@@ -193,7 +194,7 @@ def test_report_splits_each_engines_time_into_gemm_communication_and_the_rest(tm
     root = Path(__file__).resolve().parents[1]
     kdir = tmp_path / "kernels-tp2"
     kdir.mkdir()
-    run = json.loads((root / "reports/h200-kernels/run.json").read_text())
+    run = json.loads((root / "tests/data/h200-kernels-v1/run.json").read_text())
     run["tensor_parallel"] = 2
     run["collectives_worker"] = {"status": "complete", "env": {"nccl": "2.27.3"}}
     run["collectives"] = [{"world_size": 2, "m": m, "hidden_size": 3584, "bytes": m * 3584 * 2, "status": "ok",
