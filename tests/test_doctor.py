@@ -203,3 +203,31 @@ def test_the_kernel_rule():
     assert vllm.vllm_kernel(gpus.Gpu(0, "V100", "550", 7.0, 1, 0), awq, [], "", False).kernel is None
     assert gpus.cuda_mismatch("13.0", "12.8") and not gpus.cuda_mismatch("12.8", "13.0")
     assert gpus.cuda_mismatch("12.10", "12.9")  # 12.10 is newer than 12.9
+
+
+def test_an_engine_kind_added_as_one_registry_entry_is_known_everywhere(machine, tmp_path, monkeypatch):
+    """Adding an engine kind is one ENGINES entry plus its module: here a kind `vllm-next` that reuses vLLM's
+    module under another name, with its own environment, and nothing else changed. Validation, `setup`'s names,
+    `venv:`, the command line, the time estimate and doctor's checks (environment, flags, kernel) all know it."""
+    import dataclasses
+
+    from llmcompare.engines import environments, launch, registry
+    from llmcompare.engines.package import Package
+    from llmcompare.serve import campaign
+
+    pkg = Package("vllm", "0.26.0", "vllm", "vllm", "vllm-next", True)
+    monkeypatch.setitem(registry.ENGINES, "vllm-next", dataclasses.replace(
+        registry.ENGINES["vllm"], environments={"vllm-next": pkg}, rough_startup_s=77.0))
+    fake_env(tmp_path / "home" / "envs" / "vllm-next-0.26.0", {"vllm": "0.26.0"})
+    s = scenario.load(str(machine([{"name": "n", "kind": "vllm-next", "venv": "vllm-next"},
+                                   {"name": "g", "kind": "vllm-next", "venv": "vllm-next",
+                                    "args": ["--quantization", "gptq"]}])))
+    assert environments.parse_spec("vllm-next") == environments.EnvSpec("vllm-next", "0.26.0")
+    assert "vllm-next" in environments.valid()
+    cmd = launch.server_command(s.engines[0], "/m", 1)
+    assert cmd[:3] == [str(tmp_path / "home/envs/vllm-next-0.26.0/bin/python"), "-m", "vllm.entrypoints.cli.main"]
+    assert campaign._startup_s(None, "vllm-next") == (77.0, False)
+    found = doctor.diagnose(s)
+    assert [f.level for f in _by(found, "engine n")] == ["ok"] and "0.26.0" in _by(found, "engine n")[0].detail
+    assert any("--quantization gptq" in f.detail for f in _by(found, "engine g flags"))  # the AWQ model's flag check
+    assert any("MacheteLinearKernel" in f.detail for f in _by(found, "engine n kernel"))

@@ -23,7 +23,7 @@ from llmcompare.expand import resolve
 from llmcompare.models import checkpoint
 from llmcompare.schema.build import check_name
 from llmcompare.schema.scenario import GENERATED, Engine, Scenario
-from llmcompare.setup import hub
+from llmcompare.setup import hub, model
 from llmcompare.workload.prompts import Prompts, load_tokenizer, read_records
 
 
@@ -119,12 +119,11 @@ def check_engine(i: int, e: Engine) -> None:
 def check_model(s: Scenario) -> str | None:
     """The model path exists, or model.make can build it there. Returns the tokenizer location to check now
     (None: it is made with the model, or resolved through the hub later)."""
-
-    path, tok = s.model.path, s.model.tokenizer or None
-    if not Path(path).exists():
-        if hub.is_hub_id(path) or (s.model.make is None and not path.startswith(("/", "~", "."))):
+    path, tok, where = s.model.path, s.model.tokenizer or None, model.source(s.model)
+    if where != "local":
+        if where == "hub":
             return tok if tok and not hub.is_hub_id(tok) else None  # the run resolves hub ids
-        if s.model.make is None:
+        if where == "missing":
             raise ScenarioError(f"model.path: {path} does not exist (and model.make is not set to build it)")
         if s.model.make.preset not in checkpoint.PRESETS:
             raise ScenarioError(f"model.make.preset: unknown preset {s.model.make.preset!r}; valid: "

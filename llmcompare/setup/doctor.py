@@ -22,7 +22,7 @@ from llmcompare.errors import ScenarioError
 from llmcompare.expand import resolve
 from llmcompare.models.checkpoint import PRESETS, config_json
 from llmcompare.schema.scenario import Engine, Scenario
-from llmcompare.setup import gpus, hub
+from llmcompare.setup import gpus, hub, model
 
 MIN_FREE_RESULTS = 1 << 30  # bytes free where results go
 
@@ -88,7 +88,9 @@ def check_engine(i: int, e: Engine) -> tuple[EnvCheck, list[Finding]]:
         return c, [Finding("problem", what, f"no venv, python or command given: `{e.kind}` would be run from PATH",
                            f"set up an environment (llmcompare setup {e.kind}) and give `venv: {e.kind}`")]
     env = {**os.environ, **e.env}
-    c.probe = gpus.probe(c.python, c.spec.package.dist if c.spec else e.kind, e.kind, env)
+    k = registry.kind(e.kind)
+    dist, module = (c.spec.package.dist, c.spec.package.module) if c.spec else (k.module, k.module)
+    c.probe = gpus.probe(c.python, dist, module, env)
     return c, [_probe_finding(c, what, setup_fix)]
 
 
@@ -228,11 +230,11 @@ def _remote_config(repo_id: str) -> dict | None:
 
 def check_model(s: Scenario) -> tuple[dict | None, int, list[Finding]]:
     """(config.json or None, bytes a first run downloads, findings)."""
-    raw = s.model.path
-    if Path(raw).exists():
+    raw, where = s.model.path, model.source(s.model)
+    if where == "local":
         cfg, out = _checkpoint(Path(raw), "local directory")
         return cfg, 0, out
-    if hub.is_hub_id(raw) or (s.model.make is None and not raw.startswith(("/", "~", "."))):
+    if where == "hub":
         d = hub.cached(raw)
         if d:
             cfg, out = _checkpoint(Path(d), f"{raw} in the Hugging Face cache")
@@ -247,8 +249,7 @@ def check_model(s: Scenario) -> tuple[dict | None, int, list[Finding]]:
         return cfg, size, [Finding("info", "model", f"{raw}: not downloaded yet; the first serve-bench downloads "
                                    f"{size / 1e9:.1f} GB into {hub.cache_dir()} "
                                    f"({_describe_quant((cfg or {}).get('quantization_config'))})")]
-    if s.model.make is not None:
-
+    if where == "make":
         mk = s.model.make
         cfg = config_json(PRESETS[mk.preset], mk.quant, mk.dtype, 128)
         return cfg, 0, [Finding("info", "model", f"{raw} does not exist yet: serve-bench makes it (random weights, "

@@ -48,29 +48,38 @@ class GpuQueryError(RuntimeError):
     """nvidia-smi is there but does not answer (e.g. a driver/library version mismatch)."""
 
 
-def gpus(timeout_s: float = 30.0) -> list[Gpu] | None:
-    """The GPUs nvidia-smi lists; None when there is no nvidia-smi."""
+def query(fields: str, timeout_s: float = 30.0, units: bool = False) -> list[list[str]] | None:
+    """`nvidia-smi --query-gpu=FIELDS`, one list of values per GPU: the one place llmcompare asks it what GPUs
+    there are (gpus() for doctor, setup/host.py for run files). None without nvidia-smi; GpuQueryError when it is
+    there but does not answer."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return None
-    q = "index,name,driver_version,compute_cap,memory.total,memory.used"
+    fmt = "csv,noheader" + ("" if units else ",nounits")
     try:
-        p = subprocess.run([smi, f"--query-gpu={q}", "--format=csv,noheader,nounits"], capture_output=True,
-                           text=True, timeout=timeout_s)
-        head = subprocess.run([smi], capture_output=True, text=True, timeout=timeout_s).stdout
+        p = subprocess.run([smi, f"--query-gpu={fields}", f"--format={fmt}"], capture_output=True, text=True,
+                           timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise GpuQueryError(f"nvidia-smi: {e}") from None
     if p.returncode:
         said = (p.stdout + p.stderr).strip().splitlines()
         raise GpuQueryError(f"nvidia-smi: {said[-1]}" if said else f"nvidia-smi exited {p.returncode}")
+    return [[x.strip() for x in line.split(",")] for line in p.stdout.strip().splitlines() if line.strip()]
+
+
+def gpus(timeout_s: float = 30.0) -> list[Gpu] | None:
+    """The GPUs nvidia-smi lists; None when there is no nvidia-smi."""
+    rows = query("index,name,driver_version,compute_cap,memory.total,memory.used", timeout_s)
+    if rows is None:
+        return None
+    try:
+        head = subprocess.run([shutil.which("nvidia-smi") or "nvidia-smi"], capture_output=True, text=True,
+                              timeout=timeout_s).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise GpuQueryError(f"nvidia-smi: {e}") from None
     m = re.search(r"CUDA Version:\s*([\d.]+)", head)
-    out = []
-    for line in p.stdout.strip().splitlines():
-        f = [x.strip() for x in line.split(",")]
-        if len(f) < 6:
-            continue
-        out.append(Gpu(int(f[0]), f[1], f[2], _num(f[3]), _num(f[4]), _num(f[5]), m.group(1) if m else None))
-    return out
+    return [Gpu(int(f[0]), f[1], f[2], _num(f[3]), _num(f[4]), _num(f[5]), m.group(1) if m else None)
+            for f in rows if len(f) >= 6]
 
 
 def _num(s: str) -> float:

@@ -11,20 +11,28 @@ import subprocess
 import sys
 
 from llmcompare import __version__
+from llmcompare.setup import gpus
 
 
 def gpu_info() -> list[dict]:
-    if not shutil.which("nvidia-smi"):
-        return []
-    q = "name,driver_version,memory.total,clocks.max.sm,clocks.max.memory,power.limit"
+    """Each GPU as nvidia-smi describes it, with its UUID (which GPU of a machine ran the run); [] without one."""
+    q = "name,uuid,driver_version,memory.total,clocks.max.sm,clocks.max.memory,power.limit"
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        rows = gpus.query(q, timeout_s=20, units=True)
+    except gpus.GpuQueryError:
         return []
-    keys = q.split(",")
-    return [dict(zip(keys, (v.strip() for v in line.split(",")), strict=False))
-            for line in out.strip().splitlines() if line.strip()]
+    return [dict(zip(q.split(","), row, strict=False)) for row in rows or []]
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux; platform's answer elsewhere)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def gpu_topology() -> str | None:
@@ -41,15 +49,15 @@ def gpu_topology() -> str | None:
 
 def host_info(tensor_parallel: int = 1) -> dict:
     """`tensor_parallel`: the largest degree the run uses; above 1 the GPU topology is recorded too."""
-    gpus = gpu_info()
+    found = gpu_info()
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "gpus": gpus,
-        "gpu_count": len(gpus),
+        "gpus": found,
+        "gpu_count": len(found),
         "tensor_parallel": tensor_parallel,
         "gpu_topology": gpu_topology() if tensor_parallel > 1 else None,
         "llmcompare": __version__,

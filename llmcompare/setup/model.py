@@ -5,22 +5,36 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 from llmcompare.errors import ScenarioError
 from llmcompare.models import checkpoint
-from llmcompare.schema.scenario import Scenario
+from llmcompare.schema.scenario import Model, Scenario
 from llmcompare.setup import hub
+
+Source = Literal["local", "hub", "make", "missing"]
+
+
+def source(model: Model) -> Source:
+    """Where model.path (resolved) is: a local directory; a hub id (org/name, or a bare name with no model.make);
+    one make-model builds there (model.make); or missing."""
+    path = model.path
+    if Path(path).exists():
+        return "local"
+    if hub.is_hub_id(path) or (model.make is None and not path.startswith(("/", "~", "."))):
+        return "hub"
+    return "make" if model.make is not None else "missing"
 
 
 def prepare_model(s: Scenario) -> str:
-
+    """The local directory the engines are given: the model's own, its hub snapshot, or the one made now."""
     hub.resolve_tokenizer(s.model)  # a hub id becomes its local directory
-    path = s.model.path
-    if Path(path).exists():
+    path, where = s.model.path, source(s.model)
+    if where == "local":
         return path
-    if hub.is_hub_id(path) or (s.model.make is None and not path.startswith(("/", "~", "."))):
+    if where == "hub":
         return hub.resolve(path, "model.path")  # the engines get the local snapshot (model.make: local paths only)
-    if s.model.make is None:
+    if where == "missing":
         raise ScenarioError(f"model.path: {path} does not exist (and model.make is not set to build it)")
     mk = s.model.make
     print(f"model {path} is missing: making it (preset {mk.preset}, quant {mk.quant}, {mk.dtype}, seed {mk.seed})",
