@@ -11,4 +11,5 @@ if ! command -v chromium >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 .venv/bin/ruff check llmcompare tests scripts
+.venv/bin/lint-imports   # the layer contracts of pyproject.toml ([tool.importlinter])
 LLMCOMPARE_REQUIRE_VLLM=1 LLMCOMPARE_REQUIRE_CHROMIUM=1 .venv/bin/python -m pytest -ra "$@"

@@ -1,6 +1,6 @@
 """Serving metrics, defined as vLLM's `bench serve` defines them (vllm/benchmarks/serve.py, calculate_metrics),
 plus what a fair comparison of engines that stream differently needs. Each definition is stated once, here;
-README.md repeats them for readers.
+docs/metrics.md repeats them for readers.
 
 Per request (successful requests only; times from the moment the request is sent):
   TTFT  time to first token: arrival of the first streamed chunk that carries a choice.

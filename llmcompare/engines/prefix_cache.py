@@ -1,4 +1,4 @@
-"""The prefix cache: each engine's flags for it (engines.ENGINES[kind].prefix_cache_flags, picked by an engine's
+"""The prefix cache: each engine's flags for it (registry.ENGINES[kind].prefix_cache_flags, picked by an engine's
 `prefix_cache: as-shipped | on | off`) and the hit rate it reports per load point.
 
 Hit rate = prefix-cache hits / queries, in tokens, over one measured point: the engine's Prometheus counters

@@ -1,5 +1,5 @@
 """Checks across a scenario's fields and of their values (scenario.load calls validate; types were checked by
-typed.build): each error names the field, the bad value and what is valid."""
+schema/build.py): each error names the field, the bad value and what is valid."""
 
 from __future__ import annotations
 

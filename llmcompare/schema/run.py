@@ -90,7 +90,7 @@ class LoadKey:
         return None if self.request_rate is None or math.isinf(self.request_rate) else self.request_rate
 
 
-# vLLM bench serve's per-point figures, under its names (units: ms, s, req/s, tok/s as named in README)
+# vLLM bench serve's per-point figures, under its names (units: ms, s, req/s, tok/s as named in docs/metrics.md)
 _COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens", "input_tokens_from_usage",
            "output_tokens_from_usage", "output_tokens_retokenized")
 
@@ -234,7 +234,7 @@ class EngineRecord:
     request_body: dict = field(default_factory=dict)  # sent with every request (prompt, max_tokens per request)
     kernels: dict[str, str] = field(default_factory=dict)  # linear method -> kernel its log names
     log_notes: list[str] = field(default_factory=list)
-    gemm_choices: list[dict] = field(default_factory=list)  # TurboMind: per GEMM problem, its kernel (tmgemm.Tally)
+    gemm_choices: list[dict] = field(default_factory=list)  # TurboMind: per GEMM problem, its kernel (turbomind_log.Tally)
     tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
     client_idle_loop_lag_p99_ms: float | None = None
     points: list[PointResult] = field(default_factory=list)

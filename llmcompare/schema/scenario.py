@@ -60,7 +60,7 @@ class Model:
 @dataclass
 class Engine:
     name: str = ""
-    kind: str = "vllm"  # a name in engines.ENGINES: vllm, lmdeploy, openai
+    kind: str = "vllm"  # a name in engines/registry.ENGINES: vllm, lmdeploy, openai
     python: str | None = None  # the engine environment's python; `python -m <engine cli>` is run
     command: list[str] | None = None  # or a command prefix, e.g. ["vllm"] or ["conda", "run", "-n", "x", "vllm"]
     venv: str | None = None  # or an environment made by `llmcompare setup`: vllm, vllm==0.26.0, lmdeploy; or a path
@@ -75,7 +75,7 @@ class Engine:
     # CPU priority of the server (nice, 0-19): where the server shares cores with the client (a CPU-only machine),
     # a server at a lower priority cannot starve the client's clock; 0 (as launched) on a GPU host
     nice: int = 0
-    # GPUs it shards the model over (engines.ENGINES[kind].tp_flags); null: the scenario's (validate fills it in)
+    # GPUs it shards the model over (registry.ENGINES[kind].tp_flags); null: the scenario's (validate fills it in)
     tensor_parallel: int | None = None
     # as-shipped | on | off: the engine's prefix cache (engines/prefix_cache.py); YAML reads bare on/off as true/false
     prefix_cache: str | bool = "as-shipped"
@@ -107,7 +107,7 @@ class Workload:
     prompts_per_concurrency: int = 0
     seed: int = 0
     ignore_eos: bool = True
-    temperature: float = 0.0  # 0: greedy, with each engine's fields for it (engines.ENGINES[kind].sampling)
+    temperature: float = 0.0  # 0: greedy, with each engine's fields for it (registry.ENGINES[kind].sampling)
     allow_prompt_reuse: bool = False  # file datasets: may a run send a prompt twice (prefix caches will hit)
 
     @property

@@ -1,5 +1,5 @@
 """Older serve-bench files, read as the current records: each step fills in what its files did not carry, from
-what they did (results.ServeRun.from_json applies them in order; the caller's dict is never changed).
+what they did (run.ServeRun.from_json applies them in order; the caller's dict is never changed).
 
   /1 -> /2                points had no repeats, attempts or trust checks
   /2 -> /3                points did not carry their workload lengths

@@ -45,7 +45,7 @@ class Request:
 
     url: str  # .../v1/completions
     model: str  # the served model name
-    body: dict  # the engine's body template (sampling, ignore_eos, streaming): see client.body_template
+    body: dict  # the engine's body template (sampling, ignore_eos, streaming): see serve/client.body_template
     timeout_s: float  # per request
 
 

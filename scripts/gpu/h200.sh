@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200, once scripts/gpu/bundle.py's parts are installed (/tmp/llmc): serve-bench or kernel-bench of
-# scenarios/qwen-awq-h200.yaml, results under $OUT (the device's return folder) or runs/.
+# llmcompare/scenarios/qwen-awq-h200.yaml, results under $OUT (the device's return folder) or runs/.
 #   bash scripts/gpu/h200.sh serve turbomind turbomind-0.17   # makes the model first if /tmp/llmc/models lacks it
 #   bash scripts/gpu/h200.sh serve vllm vllm-marlin
 #   bash scripts/gpu/h200.sh overhead turbomind --pairs 3 --set load.concurrency=[64]   # /metrics sampling's cost

@@ -23,7 +23,7 @@ weight_format.AWQFormat) and as its linear test harness runs one (tests/turbomin
   0.17 runs on its context's own stream: each call is fork-joined with the caller's torch stream through two
   events (so eager timing and CUDA-graph capture see it; it adds that cost to eager_us, not to graph_us).
 GEMM choices: TM_GEMM_VERBOSE=1 (0.18) or TM_GEMM_TUNE_VERBOSE=1 (0.17) is set, what tuning prints on fd 1 is
-captured and parsed by llmcompare.tmgemm, and each point carries it as `tm_gemm` (`tm_api` names the API).
+captured and parsed by llmcompare.engines.turbomind_log, and each point carries it as `tm_gemm` (`tm_api` names the API).
 """
 
 from __future__ import annotations
