@@ -7,8 +7,15 @@ A point is untrusted when
     (p99 of 10 ms sleeps, above the idle floor measured before the engine's first point): every timestamp
     the client took may carry that delay, or
   - with ignore_eos, a request produced another number of tokens than it asked for (the engine shortened it,
-    e.g. at its context limit, or ran long): the work differs from the other engines'.
-Timing reasons (the first two) are worth measuring again; a wrong length is the engine's behaviour and is not.
+    e.g. at its context limit, or ran long): the work differs from the other engines', or
+  - the client received fewer tokens than the engine's own counters say it generated over the same window, by
+    more than analysis/agreement.TOLERANCE_PCT (the reasons come from agreement.reasons).
+Failed requests are counted here (Trust.failed_requests) and make the point's status "failed", not
+"complete", unless load.allow_failures (serve/measure.py): a complete point never hides failures.
+The idle floor is the lower of the engine's and the point's own (serve/measure._floor), each capped
+(loadgen.FLOOR_CAP_MS). Timing reasons (loop lag, single reads) are worth measuring again, with more client
+processes; a wrong length, failed requests and a shortfall against the engine's counters are not: they are the
+engine's or its delivery path's. Verdicts use each repeat's first attempt only (analysis/verdict.counted).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ LAG_SHARE = 0.25  # of the median TPOT
 
 
 def assess(records: Sequence[RequestRecord], metrics: Metrics | None, client: dict, idle_lag_ms: float | None,
-           ignore_eos: bool) -> Trust:
+           ignore_eos: bool, counter_reasons: Sequence[str] = ()) -> Trust:
     t = Trust()
     ok = [r for r in records if r.success and not r.cut_off]
     single = [r for r in ok if r.reads == 1 and (r.output_tokens or 0) >= SINGLE_READ_MIN_TOKENS]
@@ -52,10 +59,13 @@ def assess(records: Sequence[RequestRecord], metrics: Metrics | None, client: di
             r = wrong[0]
             t.reasons.append(f"{len(wrong)} of {len(ok)} requests produced another number of tokens than asked "
                              f"(e.g. {r.output_tokens} of {r.output_len}): the engine shortened or lengthened them")
+    t.failed_requests = sum(not r.success and not r.cut_off for r in records)
+    t.counter_disagreement = bool(counter_reasons)
+    t.reasons += list(counter_reasons)
     t.trusted = not t.reasons
     return t
 
 
 def worth_retry(t: Trust) -> bool:
-    """Timing problems may pass; a wrong length will not."""
-    return not t.trusted and t.wrong_length_requests == 0
+    """Timing problems may pass; a wrong length or the engine's counters will not."""
+    return not t.trusted and t.wrong_length_requests == 0 and not t.counter_disagreement

@@ -87,6 +87,9 @@ def _check_load(s: Scenario) -> None:
                             f"file's points have fixed sizes); got dataset {wl.dataset}")
     _positive("load.max_prompts_per_point", ld.max_prompts_per_point)
     _positive("load.max_attempts", ld.max_attempts)
+    if ld.client_workers != "auto" and not (isinstance(ld.client_workers, int) and 1 <= ld.client_workers <= 256):
+        raise ScenarioError(f"load.client_workers: {ld.client_workers!r} is not valid; valid: auto, or an integer "
+                            "from 1 to 256 (client processes)")
     for what, xs in (("concurrency", ld.concurrency), ("request_rate", ld.request_rate)):
         dup = sorted({x for x in xs if xs.count(x) > 1})
         if dup:

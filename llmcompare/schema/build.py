@@ -40,7 +40,13 @@ def _convert(value: Any, t: Any, where: str) -> Any:
             return _convert(value, lists[0], where)
         if isinstance(value, bool) and bool in args:  # `str | bool`: YAML's bare on/off
             return value
-        return _convert(value, next((a for a in args if a not in lists), args[0]), where)
+        scalars = [a for a in args if a not in lists] or args
+        for a in scalars[:-1]:  # `int | str`: the first type the value is
+            try:
+                return _convert(value, a, where)
+            except ScenarioError:
+                continue
+        return _convert(value, scalars[-1], where)
     if origin is Literal:
         if value not in typing.get_args(t):
             raise ScenarioError(f"{where}: {value!r} is not valid; valid: {', '.join(map(str, typing.get_args(t)))}")

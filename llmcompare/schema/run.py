@@ -150,6 +150,21 @@ class Steady:
 
 
 @dataclass
+class EngineCounters:
+    """The engine's own token counters over a window of the point (its Prometheus /metrics, sampled every
+    load.metrics_interval_s), beside what the client received over the same window (analysis/agreement.py)."""
+
+    reported: bool = False  # False: the engine exports no token counters (lmdeploy without --enable-metrics)
+    window_s: list[float] = field(default_factory=list)  # [start, end], seconds from the point's start
+    engine_generation_tok_s: float | None = None  # generation_tokens_total's increase / window
+    engine_prompt_tok_s: float | None = None  # prompt_tokens_total's increase / window
+    client_tok_s: float | None = None  # output tokens whose chunks reached the client inside the window / window
+    shortfall_pct: float | None = None  # 100 * (1 - client / engine): tokens made but not (yet) received
+    mean_running: float | None = None  # the engine's num_requests_running, averaged over the point's samples
+    target_in_flight: int | None = None  # the client's concurrency (closed loop), or None
+
+
+@dataclass
 class Trust:
     """Whether a point's timestamps and work can be believed; an untrusted point is never averaged in."""
 
@@ -159,6 +174,8 @@ class Trust:
     single_read_requests: int = 0  # whole stream arrived in one read of the socket: no timing inside it
     wrong_length_requests: int = 0  # produced another number of tokens than asked (ignore_eos)
     loop_lag_excess_ms: float | None = None  # client loop lag p99 above its idle floor
+    failed_requests: int = 0  # failed, not cut off (a point with any is untrusted unless load.allow_failures)
+    counter_disagreement: bool = False  # the client received fewer tokens than the engine's counters say it made
 
 
 @dataclass
@@ -190,6 +207,12 @@ class PointResult:
     unfinished: int = 0  # requests not finished when it stopped (never sent, or cut off)
     cut_off: int = 0  # requests in flight when the engine died: not the engine's failures, not its results
     telemetry: TelemetrySummary | None = None  # GPU power, clocks, memory over the measured run (serve/telemetry.py)
+    client_workers: list[dict] = field(default_factory=list)  # per client process: requests sent, loop lag (ms)
+    engine_counters: EngineCounters | None = None  # the engine's own token rates beside the client's
+    failures_allowed: bool = False  # load.allow_failures when it was measured (older files: not allowed)
+    # request lines of this attempt in <engine>.requests.jsonl, counted when the run is read for a report
+    # (schema/files.count_request_lines); None: not counted (not saved in run.json)
+    requests_on_file: int | None = None
 
     @classmethod
     def at(cls, key: LoadKey, **fields) -> PointResult:
@@ -206,11 +229,13 @@ class PointResult:
 
     @property
     def usable(self) -> bool:
-        """Complete and trusted: the only points a verdict uses."""
-        return self.status == "complete" and self.metrics is not None and self.metrics.completed > 0
+        """Complete and trusted, with no failed request unless the scenario allowed them, and its request lines
+        on file (unless not checked): the only points a verdict uses."""
+        return (self.status == "complete" and self.metrics is not None and self.metrics.completed > 0
+                and (self.metrics.failed == 0 or self.failures_allowed) and self.requests_on_file != 0)
 
     def to_json(self) -> dict:
-        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "requests_on_file"}
         return {"label": self.label, **d}
 
 
@@ -236,7 +261,8 @@ class EngineRecord:
     log_notes: list[str] = field(default_factory=list)
     gemm_choices: list[dict] = field(default_factory=list)  # TurboMind: per GEMM problem, its kernel (turbomind_log.Tally)
     tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
-    client_idle_loop_lag_p99_ms: float | None = None
+    client_idle_loop_lag_p99_ms: float | None = None  # the client's idle loop-lag floor (loadgen.idle_floor)
+    client_workers: int | None = None  # processes the client ran its points in (load.client_workers)
     points: list[PointResult] = field(default_factory=list)
     profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (serve/capture.py), never in points
 

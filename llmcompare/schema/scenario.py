@@ -171,6 +171,10 @@ class Load:
     min_duration_s: float = 0.0  # a closed-loop point sends enough requests to last about this long (from warm-up)
     max_prompts_per_point: int = 20000  # cap on what min_duration_s may ask for
     max_attempts: int = 2  # a point whose timestamps cannot be trusted is measured again, up to this many times
+    # processes the load is spread over (serve/workers.py): an integer >= 1, or auto (workers.auto_workers: from the
+    # plan's heaviest event rate and the cores); profiled passes and warm-ups run in the parent
+    client_workers: int | str = "auto"
+    allow_failures: bool = False  # may a complete, trusted point hold failed requests (then counted in the verdicts)
     capacity: Capacity | None = None  # a request-rate search for the highest rate meeting the SLOs (analysis/capacity.py)
 
 

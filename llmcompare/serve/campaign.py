@@ -113,7 +113,7 @@ def _finished(p, redo: str | None) -> bool:
     allows, and marks the last one untrusted when it gives up)."""
     if redo == "all":
         return False
-    return p.status == "complete" or (p.status == "untrusted" and redo != "untrusted")
+    return p.status == "complete" or (p.status in ("untrusted", "failed") and redo != "untrusted")
 
 
 def cells_to_do(s: Scenario, plan: list[LoadPoint], engines: list[str], saved: ServeRun | None,

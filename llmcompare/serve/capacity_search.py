@@ -11,7 +11,7 @@ from llmcompare.schema.run import LoadKey
 from llmcompare.serve.loadgen import LoadPoint
 
 # ---- the search, on a running server ------------------------------------------------------------------------
-FINISHED = ("complete", "untrusted")
+FINISHED = ("complete", "untrusted", "failed")
 
 
 async def search(b, measure) -> Result:

@@ -11,7 +11,9 @@ import aiohttp
 
 # vLLM: vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc (older: gpu_cache_usage_perc)
 # lmdeploy (--enable-metrics): lmdeploy:num_requests_running, lmdeploy:num_requests_waiting, ...
-WANTED = re.compile(r"^[a-z_]+:(num_requests_running|num_requests_waiting|kv_cache_usage_perc|gpu_cache_usage_perc)$")
+# and both engines' token counters, vllm:/lmdeploy: generation_tokens_total, prompt_tokens_total (analysis/agreement.py)
+WANTED = re.compile(r"^[a-z_]+:(num_requests_running|num_requests_waiting|kv_cache_usage_perc|gpu_cache_usage_perc"
+                    r"|generation_tokens_total|prompt_tokens_total)$")
 
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
@@ -22,7 +24,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in text.splitlines():
         # cheap substring tests first: a /metrics page holds thousands of histogram lines we do not want
-        if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line):
+        if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line or "tokens_total" in line):
             continue
         m = _LINE.match(line)
         if not m or not WANTED.match(m.group(1)):
@@ -74,7 +76,8 @@ class MetricsSampler:
                 pass
 
     def summary(self) -> dict[str, float]:
-        """Time-averaged value of each series over the samples (the batch the engine ran, on average)."""
-        keys = {k for _, v in self.samples for k in v}
+        """Time-averaged value of each gauge over the samples (the batch the engine ran, on average); the token
+        counters are compared with the client's in analysis/agreement.py instead."""
+        keys = {k for _, v in self.samples for k in v if not k.endswith("_total")}
         return {f"mean_{k}": sum(v.get(k, 0.0) for _, v in self.samples) / len(self.samples)
                 for k in sorted(keys)} if self.samples else {}

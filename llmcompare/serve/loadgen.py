@@ -28,6 +28,8 @@ from llmcompare.schema.run import LoadKey
 from llmcompare.schema.scenario import Cell
 from llmcompare.serve.client import completion_body, stream_completion
 
+STOP_GRACE_S = 2.0  # after a stop, how long requests in flight get to fail and be recorded as cut off
+
 
 @dataclass
 class LoadPoint:
@@ -57,30 +59,48 @@ class PointRun:
     abort_reason: str | None = None
     unfinished: int = 0  # requests never sent, or cut off in flight, when it stopped
     loop_lag_ms: list[float] = field(default_factory=list)  # how late 10 ms sleeps of the client's loop woke up
+    t0: float = 0.0  # the point's start on the perf_counter clock (CLOCK_MONOTONIC: one clock for every process)
+    workers: list[dict] = field(default_factory=list)  # per client worker process: its requests and loop lag
+    notes: list[str] = field(default_factory=list)  # what made it partial besides the server (a worker died)
 
     def client_health(self) -> dict:
-        """The client's own load: a loop that wakes late delays every timestamp it takes by as much."""
-        lag = sorted(self.loop_lag_ms)
-        if not lag:
-            return {}
-        return {"loop_lag_p50_ms": lag[len(lag) // 2], "loop_lag_p99_ms": _p99(lag), "loop_lag_max_ms": lag[-1],
-                "loop_lag_samples": len(lag)}
+        """The client's own load: a loop that wakes late delays every timestamp it takes by as much. With worker
+        processes, the loop lag of all of them together (each worker's own in `workers`)."""
+        return lag_summary(sorted(self.loop_lag_ms))
+
+
+def lag_summary(lag: list[float]) -> dict:
+    """p50, p99, max (ms) and count of sorted loop-lag samples; {} when there are none."""
+    if not lag:
+        return {}
+    return {"loop_lag_p50_ms": lag[len(lag) // 2], "loop_lag_p99_ms": _p99(lag), "loop_lag_max_ms": lag[-1],
+            "loop_lag_samples": len(lag)}
 
 
 def _p99(sorted_values: list[float]) -> float:
     return float(np.percentile(sorted_values, 99))
 
 
-async def idle_loop_lag(seconds: float = 0.5) -> float:
-    """p99 lateness (ms) of 10 ms sleeps with nothing in flight: the floor of the loop-lag measurement (epoll
-    waits in whole milliseconds, so a timer can wake up to ~1 ms late on an idle loop)."""
-    lags = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        t = time.perf_counter()
-        await asyncio.sleep(0.01)
-        lags.append((time.perf_counter() - t - 0.01) * 1000.0)
-    return _p99(sorted(lags))
+FLOOR_WINDOWS = 5  # short windows the idle floor is measured in
+FLOOR_WINDOW_S = 0.1
+FLOOR_CAP_MS = 2.0  # an idle loop's timers wake within ~1 ms (epoll's granularity): more is the machine, not idle
+
+
+async def idle_loop_lag(windows: int = FLOOR_WINDOWS, window_s: float = FLOOR_WINDOW_S) -> float:
+    """The floor of the loop-lag measurement (ms): with nothing in flight, the p99 lateness of 10 ms sleeps in
+    each of `windows` short windows, their median, at most FLOOR_CAP_MS. One stall of the process while it is
+    measured (a neighbour's burst, a server starting) moves one window, not the median, and never the cap: a
+    poisoned floor cannot pass a point whose loop was late (analysis/trust.py)."""
+    per_window = []
+    for _ in range(windows):
+        lags = []
+        end = time.perf_counter() + window_s
+        while time.perf_counter() < end:
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append((time.perf_counter() - t - 0.01) * 1000.0)
+        per_window.append(_p99(sorted(lags)))
+    return min(float(np.median(per_window)), FLOOR_CAP_MS)
 
 
 def plan(concurrency: list[int], request_rate: list[float], max_concurrency: int | None, num_prompts: int,
@@ -137,49 +157,80 @@ def arrivals(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
     return (t * ((n / rate) / t[-1])).tolist()
 
 
+def progress(total: int, desc: str | None):
+    """The point's progress bar (none when desc is None)."""
+    return tqdm(total=total, desc=desc, unit="req", leave=True, dynamic_ncols=True, disable=desc is None)
+
+
+def session() -> aiohttp.ClientSession:
+    """The HTTP session of one client process: no connection limit, no proxy from the environment."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300), trust_env=False)
+
+
 async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, specs: list[RequestSpec],
                     burstiness: float = 1.0, seed: int = 0,
                     on_record: Callable[[RequestRecord], None] | None = None,
                     abort: Callable[[], str | None] | None = None, desc: str | None = None,
                     on_start: Callable[[RequestRecord], None] | None = None) -> PointRun:
-    """Sends `specs` under load `key` and returns every finished request; failures are recorded, never raised.
-    When `abort` names a reason (the server died), nothing more is sent and requests in flight are recorded as
-    cut off. on_start(rec): a request is about to be sent (its record fills in as its chunks arrive)."""
-    run = PointRun()
-    bar = tqdm(total=len(specs), desc=desc, unit="req", leave=True, dynamic_ncols=True, disable=desc is None)
-    stop = asyncio.Event()
+    """Sends `specs` under load `key` from this process and returns every finished request; failures are
+    recorded, never raised. When `abort` names a reason (the server died), nothing more is sent and requests in
+    flight are recorded as cut off. on_start(rec): a request is about to be sent (its record fills in as its
+    chunks arrive). serve/workers.py runs the same over several processes."""
+    bar, stop, reason = progress(len(specs), desc), asyncio.Event(), []
 
     def check_abort() -> None:
-        if abort is not None and not stop.is_set() and (reason := abort()):
-            run.abort_reason = reason
+        if abort is not None and not stop.is_set() and (why := abort()):
+            reason.append(why)
             stop.set()
 
     def done(rec: RequestRecord) -> None:
-        run.records.append(rec)
         bar.update(1)
         if on_record is not None:
             on_record(rec)
 
-    async def one(i: int, spec: RequestSpec, scheduled_s: float, t0: float) -> None:
+    due = None if key.concurrency is not None else arrivals(len(specs), key.request_rate, burstiness, seed)
+    c = max(1, min(key.concurrency, len(specs))) if key.concurrency is not None else None
+    try:
+        run = await run_share(session, req, specs, list(range(len(specs))), due, c, key.max_concurrency,
+                              time.perf_counter(), stop, on_start, done, check_abort)
+    finally:
+        bar.close()
+    run.abort_reason = reason[0] if reason else None
+    settle(run, len(specs))
+    return run
+
+
+async def run_share(session: aiohttp.ClientSession, req: Request, specs: list[RequestSpec], indices: list[int],
+                    due: list[float] | None, concurrency: int | None, cap: int | None, t0: float,
+                    stop: asyncio.Event, on_start=None, on_record=None, check_abort=None) -> PointRun:
+    """Sends specs[k] as request indices[k]: closed loop with `concurrency` slots (due None), or each at t0 +
+    due[k] with at most `cap` in flight (open loop). Returns when all are done or `stop` is set (those in flight
+    then get STOP_GRACE_S to fail, recorded as cut off). Records go to on_record as they finish."""
+    run = PointRun(t0=t0)
+
+    async def one(k: int, scheduled_s: float) -> None:
         if stop.is_set():
             return
-        rec = RequestRecord(i, spec.prompt_len, spec.output_len, scheduled_s=scheduled_s)
+        spec = specs[k]
+        rec = RequestRecord(indices[k], spec.prompt_len, spec.output_len, scheduled_s=scheduled_s)
         if on_start is not None:
             on_start(rec)
         await stream_completion(session, req.url, completion_body(req.model, spec, req.body), rec, t0, req.timeout_s)
         if not rec.success:
-            check_abort()  # a failure may be the server dying: then it is not the engine's result
+            if check_abort is not None:
+                check_abort()  # a failure may be the server dying: then it is not the engine's result
             rec.cut_off = stop.is_set()
             if rec.cut_off:
                 rec.error = f"cut off: the engine died while this request was in flight ({rec.error})"
-        done(rec)
+        run.records.append(rec)
+        if on_record is not None:
+            on_record(rec)
 
-    t0 = time.perf_counter()
-    if key.concurrency is not None:
-        main = asyncio.create_task(_closed(one, specs, key.concurrency, stop, t0))
+    if due is None:
+        main = asyncio.create_task(_closed(one, len(specs), concurrency or 1, stop, t0))
     else:
-        main = asyncio.create_task(_open(one, specs, key, burstiness, seed, stop, t0))
-    watcher = asyncio.create_task(_watch(run, stop, check_abort))
+        main = asyncio.create_task(_open(one, due, cap, stop, t0))
+    watcher = asyncio.create_task(_watch(run, stop, check_abort or (lambda: None)))
     stopped = asyncio.create_task(stop.wait())
     with _gc_paused():
         try:
@@ -187,14 +238,12 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
             if main.done():
                 main.result()
             else:  # stopped: give requests in flight a moment to fail and be recorded as cut off
-                await asyncio.wait({main}, timeout=2.0)
+                await asyncio.wait({main}, timeout=STOP_GRACE_S)
         finally:
             for t in (watcher, stopped, main):
                 t.cancel()  # on Ctrl-C: requests still in flight are not recorded (they count as unfinished)
             await asyncio.gather(watcher, stopped, main, return_exceptions=True)
             run.duration_s = time.perf_counter() - t0
-            _settle(run, len(specs))
-            bar.close()
     return run
 
 
@@ -212,47 +261,46 @@ def _gc_paused():
             gc.collect()
 
 
-def _settle(run: PointRun, n: int) -> None:
-    """Marks the run partial when it was aborted or finished fewer than its n requests (cut-off ones count as
-    unfinished)."""
+def settle(run: PointRun, n: int) -> None:
+    """Marks the run partial when it was aborted, a client worker died, or it finished fewer than its n requests
+    (cut-off ones count as unfinished)."""
     finished = len(run.records) - sum(r.cut_off for r in run.records)
-    if run.abort_reason or finished < n:
+    if run.abort_reason or run.notes or finished < n:
         run.partial = True
         run.unfinished = n - finished
 
 
-async def _closed(one, specs: list[RequestSpec], c: int, stop: asyncio.Event, t0: float) -> None:
-    """c workers share one iterator: each sends its next request when its last one finished."""
-    it = iter(enumerate(specs))
+async def _closed(one, n: int, c: int, stop: asyncio.Event, t0: float) -> None:
+    """c slots share one iterator: each sends its next request when its last one finished."""
+    it = iter(range(n))
 
-    async def worker() -> None:
-        for i, spec in it:  # single-threaded: no races on the iterator
+    async def slot() -> None:
+        for k in it:  # single-threaded: no races on the iterator
             if stop.is_set():
                 return
-            await one(i, spec, time.perf_counter() - t0, t0)
+            await one(k, time.perf_counter() - t0)
 
-    await asyncio.gather(*(worker() for _ in range(min(c, len(specs)))))
+    await asyncio.gather(*(slot() for _ in range(min(c, n))))
 
 
-async def _open(one, specs: list[RequestSpec], key: LoadKey, burstiness: float, seed: int, stop: asyncio.Event,
-                t0: float) -> None:
-    """Each request is sent at its arrival, or when a slot frees if max_concurrency caps the flight."""
-    sem = asyncio.Semaphore(key.max_concurrency) if key.max_concurrency else None
+async def _open(one, due: list[float], cap: int | None, stop: asyncio.Event, t0: float) -> None:
+    """Each request is sent at its due time, or when a slot frees if `cap` limits the flight."""
+    sem = asyncio.Semaphore(cap) if cap else None
     tasks = []
 
-    async def gated(i: int, spec: RequestSpec, at: float) -> None:
+    async def gated(k: int, at: float) -> None:
         if sem is None:
-            return await one(i, spec, at, t0)
+            return await one(k, at)
         async with sem:
-            await one(i, spec, at, t0)
+            await one(k, at)
 
-    for i, (spec, at) in enumerate(zip(specs, arrivals(len(specs), key.request_rate, burstiness, seed), strict=True)):
+    for k, at in enumerate(due):
         delay = t0 + at - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
         if stop.is_set():
             break
-        tasks.append(asyncio.create_task(gated(i, spec, at)))
+        tasks.append(asyncio.create_task(gated(k, at)))
     await asyncio.gather(*tasks)
 
 

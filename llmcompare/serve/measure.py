@@ -5,6 +5,9 @@ plan's points. The prompts of every (point, repeat, attempt, warm-up) are the sa
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 import aiohttp
 import numpy as np
 
-from llmcompare.analysis import metrics, steady, trust
+from llmcompare.analysis import agreement, metrics, steady, trust
 from llmcompare.engines import prefix_cache, registry
 from llmcompare.engines.server import ServerError
 from llmcompare.errors import ScenarioError
@@ -27,6 +30,7 @@ from llmcompare.serve.engine_metrics import MetricsSampler
 from llmcompare.serve.loadgen import LoadPoint, Request
 from llmcompare.serve.summary import say_point
 from llmcompare.serve.telemetry import Telemetry
+from llmcompare.serve.workers import WorkerPool, auto_workers
 from llmcompare.workload.prompts import Prompts
 
 
@@ -46,6 +50,9 @@ class Bench:
     capture: capture.Capture | None = None  # the hook's side of a launched server (profile.points)
     todo: dict | None = None  # (point index, repeat) -> first attempt number (serve/campaign.py); None: every cell
     progress: object = None  # campaign.Progress
+    workers: int = 1  # client processes (load.client_workers resolved); more after an attempt the client could not time
+    pool: WorkerPool | None = None  # the worker processes when workers > 1 (serve/workers.py)
+    stack: contextlib.ExitStack | None = None  # owns the pool
 
 
 def stream_id(point: LoadPoint, repeat: int, attempt: int, warm: bool, s: Scenario) -> int:
@@ -110,8 +117,10 @@ async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, re
             if b.progress:
                 b.progress.cell_done(b.engine, point.index, repeat, time.monotonic() - t0)
             return
-        print(f"{b.engine} {res.label}: measuring again (attempt {attempt + 1} of {first + b.s.load.max_attempts - 1})",
-              file=sys.stderr)
+        more = _more_workers(b, res)
+        print(f"{b.engine} {res.label}: measuring again (attempt {attempt + 1} of {first + b.s.load.max_attempts - 1}"
+              f"{f', with {more} client processes' if more else ''}; verdicts use the first attempt: "
+              "docs/metrics.md, trust)", file=sys.stderr)
 
 
 async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs: list[RequestSpec]):
@@ -125,25 +134,31 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
         append_jsonl(rf.path(name, "requests.jsonl"), {**tag, **rec.to_json()})
 
     url = b.req.url.rsplit("/v1/", 1)[0] + "/metrics"
+    floor = await _floor(b, res)
     sampler = MetricsSampler(session, url, b.s.load.metrics_interval_s, time.perf_counter())
     pr, tel = None, Telemetry(b.s.profile.telemetry_interval_ms)
+    desc = f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else "")
+    seed = b.s.workload.seed + res.index
     try:
         cache_before = await prefix_cache.read(session, url)  # counters: the point's own hits are the difference
         async with tel, sampler:
-            pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness,
-                                         seed=b.s.workload.seed + res.index, on_record=save, abort=b.abort,
-                                         desc=f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else ""))
+            if b.pool is not None:
+                pr = await b.pool.run_point(res.key, specs, b.s.load.burstiness, seed, on_record=save, abort=b.abort,
+                                            desc=desc)
+            else:
+                pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness, seed=seed,
+                                             on_record=save, abort=b.abort, desc=desc)
         res.prefix_cache = prefix_cache.delta(cache_before, await prefix_cache.read(session, url))
     finally:
         for t, vals in sampler.samples:
             append_jsonl(rf.path(name, "metrics.jsonl"), {**tag, "t_s": round(t, 4), **vals})
-        _finish(b, res, pr, saved, sampler)
+        _finish(b, res, pr, saved, sampler, floor)
         res.telemetry = tel.save(rf.path(name, "telemetry.jsonl.gz"), tag, res.metrics)
         rf.point(name, res)
     return pr
 
 
-def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler) -> None:
+def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler, floor: float) -> None:
     res.finished_at = now()
     res.server_metrics = sampler.summary()
     res.server_metrics_error = None if sampler.samples else sampler.error
@@ -155,11 +170,21 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     done = [r for r in pr.records if not r.cut_off]
     res.metrics = metrics.compute(pr.records, pr.duration_s, b.s.percentiles, b.s.slo) if done else None
     res.steady = steady.steady(pr.records, res.concurrency)
-    res.client = pr.client_health()
-    res.trust = trust.assess(pr.records, res.metrics, res.client, b.idle_lag_ms, b.s.workload.ignore_eos)
+    res.client = {**pr.client_health(), "idle_floor_ms": floor, "workers": b.workers}
+    res.client_workers = pr.workers
+    res.failures_allowed = b.s.load.allow_failures
+    samples = [(t + sampler.t0 - pr.t0, v) for t, v in sampler.samples]  # on the point's clock
+    res.engine_counters = agreement.compare(samples, pr.records, res.concurrency)
+    res.trust = trust.assess(pr.records, res.metrics, res.client, floor, b.s.workload.ignore_eos,
+                             agreement.reasons(res.engine_counters))
+    if note := agreement.running_note(res.engine_counters):
+        res.warnings.append(note)
+    res.warnings += pr.notes
     res.unfinished = pr.unfinished
     if pr.partial:
         res.status = "partial"
+    elif res.trust.failed_requests and not b.s.load.allow_failures:  # never "complete" with failures in it
+        res.status = "failed"
     else:
         res.status = "complete" if res.trust.trusted else "untrusted"
     if res.steady is None and res.concurrency:
@@ -172,20 +197,52 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
 
 
 async def _drive(b: Bench, repeats: list[int]) -> None:
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
-        b.idle_lag_ms = await loadgen.idle_loop_lag()
-        b.rf.record(b.engine).client_idle_loop_lag_p99_ms = b.idle_lag_ms
-        b.rf.save()
-        for r in repeats:
-            for point in b.plan:
-                if b.todo is None or (point.index, r) in b.todo:
-                    await measure(session, b, point, r)
-        if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
-            await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile, b.abort,
-                                         lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
-        if b.s.load.capacity:  # after the plan's points: the request-rate search (analysis/capacity.py)
-            await capacity_search.search(b, lambda point, r: measure(session, b, point, r))
+    async with loadgen.session() as session:
+        with contextlib.ExitStack() as b.stack:
+            b.idle_lag_ms = await loadgen.idle_loop_lag()
+            rec = b.rf.record(b.engine)
+            rec.client_idle_loop_lag_p99_ms, rec.client_workers = b.idle_lag_ms, b.workers
+            b.rf.save()
+            if b.workers > 1:
+                _start_pool(b, b.workers)
+            for r in repeats:
+                for point in b.plan:
+                    if b.todo is None or (point.index, r) in b.todo:
+                        await measure(session, b, point, r)
+            if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
+                await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile,
+                                             b.abort, lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
+            if b.s.load.capacity:  # after the plan's points: the request-rate search (analysis/capacity.py)
+                await capacity_search.search(b, lambda point, r: measure(session, b, point, r))
+
+
+def _start_pool(b: Bench, n: int) -> None:
+    """(Re)starts the client's worker processes, n of them."""
+    if b.pool is not None:
+        b.pool.__exit__(None, None, None)
+    b.pool = WorkerPool(n, b.req).__enter__()
+    b.stack.callback(b.pool.__exit__, None, None, None)
+    b.workers = n
+
+
+def _more_workers(b: Bench, res: PointResult) -> int | None:
+    """After an attempt the client could not time (its loop lag, or streams in one read): twice the client
+    processes for the next, up to the machine's cores; None when that is no more than now."""
+    timing = res.trust.single_read_requests or (res.trust.loop_lag_excess_ms or 0) > 0
+    n = min(2 * b.workers, os.cpu_count() or 1)
+    if not timing or n <= b.workers:
+        return None
+    _start_pool(b, n)
+    return n
+
+
+async def _floor(b: Bench, res: PointResult) -> float:
+    """The loop-lag floor a point's trust is judged against: the lower of the engine's first floor and one
+    measured now, in this process or in every worker (loadgen.idle_loop_lag: windows' median, capped). A stall
+    while either was measured cannot raise it past FLOOR_CAP_MS, nor past the other."""
+    now_ms = await (b.pool.idle_floors() if b.pool is not None else loadgen.idle_loop_lag())
+    now_ms = statistics.median(now_ms) if isinstance(now_ms, list) else now_ms
+    return min(now_ms, b.idle_lag_ms)
 
 
 def run_plan(s: Scenario) -> list[LoadPoint]:
@@ -210,6 +267,8 @@ def bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompt
     rec.request_body = completion_body(model, example, req.body)
     rf.save()
     b = Bench(s, rf, e.name, req, prompts, camp.plan if camp else run_plan(s), blocks, abort, capture=cap)
+    w = s.load.client_workers
+    b.workers = auto_workers([p.key for p in b.plan], max(s.workload.output_lens)) if w == "auto" else int(w)
     if camp:
         b.todo, b.progress = camp.todo[e.name], camp.progress
     asyncio.run(_drive(b, repeats))

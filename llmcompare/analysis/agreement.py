@@ -1,0 +1,76 @@
+"""The client's figures against the engine's own: its Prometheus token counters over the same window.
+
+Window: the engine's samples (t, counters) of the point (t in seconds from the point's start, on the client's
+clock: a sample's time is when its /metrics answer arrived) that fall inside the point's steady-state window
+(analysis/steady.window), else inside the whole point from its first send to its last send; the first and the
+last of those samples bound it, and it needs MIN_WINDOW_S.
+  engine generation rate  increase of <engine>:generation_tokens_total / window (vLLM; lmdeploy --enable-metrics)
+  client rate             output tokens whose chunks reached the client inside the window / window
+  shortfall               1 - client / engine: tokens the engine made that had not reached the client. Above
+                          TOLERANCE_PCT the point is untrusted: its client-side figures are the delivery path's
+                          (the server's streaming or the client), not the engine's. The check cannot tell those
+                          two apart; the client's loop lag and its worker processes can (docs/metrics.md).
+  running vs target       the engine's mean num_requests_running against the client's concurrency: below
+                          RUNNING_SHORT it ran fewer requests at once than the client had in flight (queued in
+                          its API server or waiting for KV cache), and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llmcompare.analysis.steady import tokens_between, window
+from llmcompare.schema.request import RequestRecord
+from llmcompare.schema.run import EngineCounters
+
+TOLERANCE_PCT = 5.0  # client below engine by more than this over the window: untrusted
+MIN_WINDOW_S = 2.0  # a shorter window (a few samples) is not compared
+RUNNING_SHORT = 0.9  # mean running below 90% of the client's concurrency: said in the report
+
+
+def compare(samples: Sequence[tuple[float, dict[str, float]]], records: Sequence[RequestRecord],
+            concurrency: int | None) -> EngineCounters:
+    """The point's EngineCounters from its /metrics samples [(t_s from the point's start, values)]."""
+    out = EngineCounters(target_in_flight=concurrency)
+    running = [v["num_requests_running"] for _, v in samples if "num_requests_running" in v]
+    out.mean_running = sum(running) / len(running) if running else None
+    counted = [(t, v) for t, v in samples if "generation_tokens_total" in v]
+    if not counted:
+        return out
+    out.reported = True
+    w = window(records, concurrency)
+    if w is None:
+        sends = [r.dispatch_s for r in records if not r.cut_off]
+        w = (min(sends), max(sends)) if sends else None
+    inside = [(t, v) for t, v in counted if w and w[0] <= t <= w[1]]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] < MIN_WINDOW_S:
+        return out
+    (a, va), (b, vb) = inside[0], inside[-1]
+    span = b - a
+    out.window_s = [round(a, 4), round(b, 4)]
+    out.engine_generation_tok_s = (vb["generation_tokens_total"] - va["generation_tokens_total"]) / span
+    if "prompt_tokens_total" in va and "prompt_tokens_total" in vb:
+        out.engine_prompt_tok_s = (vb["prompt_tokens_total"] - va["prompt_tokens_total"]) / span
+    out.client_tok_s = tokens_between([r for r in records if r.success], a, b) / span
+    if out.engine_generation_tok_s > 0:
+        out.shortfall_pct = 100.0 * (1.0 - out.client_tok_s / out.engine_generation_tok_s)
+    return out
+
+
+def reasons(c: EngineCounters | None) -> list[str]:
+    """Why a point's client-side figures disagree with the engine's own (empty: they agree, or not compared)."""
+    if c is None or c.shortfall_pct is None or c.shortfall_pct <= TOLERANCE_PCT:
+        return []
+    return [f"the engine generated {c.engine_generation_tok_s:.0f} tok/s over {c.window_s[0]:.1f}-{c.window_s[1]:.1f} s "
+            f"of the point and the client received {c.client_tok_s:.0f} ({c.shortfall_pct:.1f}% fewer, tolerance "
+            f"{TOLERANCE_PCT:g}%): its client-side figures are the delivery path's, not the engine's"]
+
+
+def running_note(c: EngineCounters | None) -> str | None:
+    """A note when the engine ran fewer requests at once than the client kept in flight."""
+    if c is None or c.mean_running is None or not c.target_in_flight:
+        return None
+    if c.mean_running >= RUNNING_SHORT * c.target_in_flight:
+        return None
+    return (f"the engine ran {c.mean_running:.0f} requests at once on average (its num_requests_running) while the "
+            f"client kept {c.target_in_flight} in flight: the rest waited in the server")
