@@ -100,7 +100,7 @@ def verdict_section(doc: Doc, out: Path, engines: dict[str, Served], baseline: s
                "from", "interval"],
               [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(), r.gap.word, r.candidate.source,
                 r.candidate.method] for lb, r in all_rows])
-    doc.p("How: " + " ".join(verdict.__doc__.split("\n\n", 1)[1].split()))
+    doc.p("How: " + " ".join(verdict.METHOD.split()))
     return gaps
 
 

@@ -34,7 +34,5 @@ def capacity_section(doc: Doc, engines: dict) -> list[str]:
         for s in said:
             doc.p(s)
         doc.table(["engine", "rate req/s", "repeats", "worst SLO ratio (mean)", "probe", "per repeat"], rows)
-        how = capacity.__doc__.split("Capacity and its interval", 1)[1].split(":", 1)[1]
-        doc.p("How (llmcompare/analysis/capacity.py): a probe passes when no request failed and the worst SLO ratio R (max "
-              "over the SLOs of percentile / limit), averaged over its repeats, is below 1. " + " ".join(how.split()))
+        doc.p("How (llmcompare/analysis/capacity.py): " + " ".join(capacity.METHOD.split()))
     return said

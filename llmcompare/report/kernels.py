@@ -131,7 +131,7 @@ def facts_section(doc: Doc, run: KernelRun, engines: dict) -> None:
     if not fs:
         return
     how = "; ".join(f"{term}: {' '.join(text.split())}" for term, text in re.findall(
-        r"^  (\S.*?) {2,}(.*?)(?=^  \S|\Z)", kernel_facts.__doc__.split("Facts (stated in every report):")[1],
+        r"^  (\S.*?) {2,}(.*?)(?=^  \S|\Z)", kernel_facts.FACTS,
         re.M | re.S)) + "."
     doc.p("Why each kernel takes its time at decode sizes (M <= 64"
           + (f", and M = {sorted(ms)}: the measured M at or above each batch the served runs reached" if ms else "")
@@ -152,7 +152,7 @@ def attribution_section(doc: Doc, out: Path, engines: dict, baseline: str, kruns
     """For every pair of engines (the earlier one as baseline) and load point: measured gap, GEMM-predicted
     gap, and the rest."""
     doc.h(2, "Attribution: how much of each gap the GEMM kernels explain")
-    model = attribution.__doc__.split("Model (stated in every report):")[1]
+    model = attribution.MODEL
     doc.p("Model: " + re.sub(r"\s+", " ", model).strip())
     table = attribution.KernelTable.from_run(kruns[-1])
     tp = f"; one GPU's share at tensor_parallel {table.tensor_parallel}" if table.tensor_parallel > 1 else ""
