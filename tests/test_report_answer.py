@@ -86,6 +86,7 @@ def test_where_names_a_set_of_cells_shortly():
     one = [_key(c, 128) for c in (1, 64)]
     assert answer.where({_key(1, 128)}, one) == "c=1 at in=128 out=256"
     assert answer.span([-14.1, -46.1, -30.0]) == "-14.1% to -46.1%" and answer.span([3.0]) == "+3.0%"
+    assert answer.span([12.5, -38.4, -29.9]) == "-38.4% to +12.5%"
 
 
 def test_an_engine_keeps_its_colour_in_every_panel(monkeypatch, tmp_path):

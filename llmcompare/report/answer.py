@@ -50,9 +50,13 @@ def where(keys: set[LoadKey], universe: list[LoadKey]) -> str:
     return min(a, b, key=len)
 
 
+def cells(n: int) -> str:
+    return f"{n} cell" + "s" * (n != 1)
+
+
 def span(pcts: list[float]) -> str:
-    """'-14.1% to -45.5%' (smallest to largest difference), or one value."""
-    lo, hi = min(pcts, key=abs), max(pcts, key=abs)
+    """'-14.1% to -45.5%' (smallest to largest difference; '-38.4% to +12.5%' across 0), or one value."""
+    lo, hi = (min(pcts, key=abs), max(pcts, key=abs)) if min(pcts) * max(pcts) > 0 else (min(pcts), max(pcts))
     return f"{lo:+.1f}%" if lo == hi else f"{lo:+.1f}% to {hi:+.1f}%"
 
 
@@ -68,14 +72,13 @@ def pair_sentence(cand: str, base: str, rows: list[verdict.Row]) -> str:
             parts.append(f"{w} at {len(rs)} by {span([r.gap.pct for r in rs])} ({where({r.key for r in rs}, universe)})")
         elif by["faster"] or by["slower"]:
             parts.append(f"{w} at none")
-    if not parts:
-        parts.append("not significantly different at any cell")
     if rs := by["no significant difference"]:
-        parts.append(f"no significant difference at {len(rs)} ({where({r.key for r in rs}, universe)})")
-    if rs := by["no interval"]:
-        parts.append(f"no interval at {len(rs)} (under two usable values on a side: "
+        parts.append(f"no significant difference at {len(rs)} ({span([r.gap.pct for r in rs])}: "
                      f"{where({r.key for r in rs}, universe)})")
-    return f"{cand} against {base} (output throughput, {len(rows)} cells): " + "; ".join(parts) + "."
+    if rs := by["no interval"]:
+        parts.append(f"no interval at {len(rs)}, under two usable values on a side ({span([r.gap.pct for r in rs])}: "
+                     f"{where({r.key for r in rs}, universe)})")
+    return f"{cand} against {base} (output throughput, {cells(len(rows))}): " + "; ".join(parts) + "."
 
 
 def leader_sentence(titles: dict[str, str], recs: dict, figures: str) -> str | None:
@@ -85,10 +88,10 @@ def leader_sentence(titles: dict[str, str], recs: dict, figures: str) -> str | N
         return None
     rows = {(a, b): {r.key: r for r in verdict.compare(recs[a], recs[b], figures=figures)}
             for a in recs for b in recs if a != b}
-    cells = sorted({k for per in rows.values() for k in per}, key=verdict.point_order)
+    keys = sorted({k for per in rows.values() for k in per}, key=verdict.point_order)
     lead: dict[str, list[tuple[LoadKey, float]]] = {}
     none = set()
-    for k in cells:
+    for k in keys:
         for a in recs:
             gaps = [per[k].gap for (x, _), per in rows.items() if x == a and k in per]
             if gaps and all(g.word == "faster" for g in gaps):
@@ -96,11 +99,11 @@ def leader_sentence(titles: dict[str, str], recs: dict, figures: str) -> str | N
                 break
         else:
             none.add(k)
-    parts = [f"{titles[a]} at {len(v)}, by {span([p for _, p in v])} over the next ({where({k for k, _ in v}, cells)})"
+    parts = [f"{titles[a]} at {len(v)}, by {span([p for _, p in v])} over the next ({where({k for k, _ in v}, keys)})"
              for a, v in sorted(lead.items(), key=lambda kv: -len(kv[1]))]
     if none:
-        parts.append(f"no engine significantly ahead of all the others at {len(none)} ({where(none, cells)})")
-    return f"Fastest of the {len(recs)} engines at each of {len(cells)} cells (output throughput): " + \
+        parts.append(f"no engine significantly ahead of all the others at {len(none)} ({where(none, keys)})")
+    return f"Fastest of the {len(recs)} engines at each of {len(keys)} cells (output throughput): " + \
         "; ".join(parts) + "."
 
 
@@ -110,7 +113,7 @@ def crossover_sentence(recs: dict, figures: str) -> str | None:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             rows = verdict.compare(recs[a], recs[b], figures=figures)
-            if rows:
+            if len(rows) > 1:  # a winner can change only between two cells
                 n = len(win_map.crossovers(win_map.win_map(a, b, rows))[0])
                 (said if n else never).append(f"{a} against {b}" + (f" at {n} place{'s' * (n > 1)}" if n else ""))
     if not said and not never:
