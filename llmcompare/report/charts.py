@@ -4,6 +4,7 @@ Colours: one colour per engine (or kernel backend), the same in every chart of a
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -72,6 +73,11 @@ def _save(fig, path: Path) -> str:
     return path.name
 
 
+def wrapped(title: str, fig, fontsize: float) -> str:
+    """The title broken into lines that fit the figure's width (about 120 / fontsize characters an inch)."""
+    return textwrap.fill(title, max(20, int(fig.get_figwidth() * 120 / fontsize)))
+
+
 def _finish(fig, axes, n: int, title: str) -> None:
     """Blank the unused panels; one legend for the figure, below the panels; the title."""
     for ax in list(axes.flat)[n:]:
@@ -83,7 +89,7 @@ def _finish(fig, axes, n: int, title: str) -> None:
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 5), fontsize=8,
                    frameon=False)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(wrapped(title, fig, 10), fontsize=10)
 
 
 def _load_axis(ax, xs: list[float]) -> None:

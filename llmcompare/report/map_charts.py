@@ -10,7 +10,7 @@ from pathlib import Path
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
-from llmcompare.report.charts import Colours, _finish, _save, panels_grid, plt
+from llmcompare.report.charts import Colours, _finish, _save, panels_grid, plt, wrapped
 
 Crossing = tuple[int, int, int, int]  # (row, col) and its neighbour (row2, col2) where the winner changes
 
@@ -67,7 +67,7 @@ def heatmap(path: Path, rows: list[str], cols: list[str], pct: list[list[float |
     ax.set_xticks(range(len(cols)), cols, fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.tick_params(length=0)
-    ax.set_title(title, fontsize=9)
+    fig.suptitle(wrapped(title, fig, 9), fontsize=9)
     a, b = names
     ax.legend(handles=[Patch(color=_tint(colours[a], 0.8), label=f"{a} ahead"),
                        Patch(color=_tint(colours[b], 0.8), label=f"{b} ahead"),
