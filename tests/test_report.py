@@ -1,6 +1,7 @@
 """The report, rendered from committed result files made by the real code paths: tests/data/report-serve (a
-serve-bench run of two real vLLM CPU servers, made from tests/data/report-scenario.yaml) and reports/h200-kernels
-(kernel-bench on the H200)."""
+serve-bench run of two real vLLM CPU servers, made from tests/data/report-scenario.yaml) and tests/data/h200-small
+(small copies of committed H200 runs: kernel-bench, and TurboMind 0.18 / vLLM serve-bench; its README says how they
+were cut). Nothing here reads reports/: a new run committed there cannot move a test."""
 
 import json
 import math
@@ -16,7 +17,8 @@ from llmcompare.report.doc import fmt
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = ROOT / "tests/data/report-serve"
-KERNELS = ROOT / "reports/h200-kernels"
+SMALL = ROOT / "tests/data/h200-small"  # copies of reports/h200-*: README.md there
+KERNELS = SMALL / "h200-kernels"
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +137,7 @@ def test_two_runs_of_the_same_engines_are_compared_side_by_side(tmp_path):
     assert [r[4] for r in gaps if r[0] == "report-serve-again/vllm-a"] == ["+0.0% (no interval)"] * 2  # the same
 
 
-H200 = ROOT / "reports/h200-versions"
+H200 = SMALL / "h200-versions"
 
 
 def test_kernel_facts_and_served_gemm_choices_of_the_h200_runs(tmp_path):

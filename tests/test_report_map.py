@@ -1,6 +1,6 @@
 """The win map: heatmaps of the gap over the grid with crossover lines, and Pareto fronts, rendered from the
-committed H200 grid runs (reports/h200-grid: TurboMind, vLLM Machete and vLLM Marlin, 3 repeats per point) and
-from crafted verdict rows for the crossover rules."""
+H200 grid runs (TurboMind, vLLM Machete and vLLM Marlin, 3 repeats per point: the run.json files of reports/h200-grid,
+copied to tests/data/h200-small/h200-grid) and from crafted verdict rows for the crossover rules."""
 
 import statistics
 from pathlib import Path
@@ -14,7 +14,7 @@ from llmcompare.schema.files import load_run
 from llmcompare.schema.run import LoadKey
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "reports/h200-grid"
+GRID = ROOT / "tests/data/h200-small/h200-grid"
 RUNS = [GRID / "qwen-awq-h200-20261202-200831", GRID / "qwen-awq-h200-20261202-212514",
         GRID / "qwen-awq-h200-20261202-213623"]
 

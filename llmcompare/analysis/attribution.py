@@ -1,7 +1,22 @@
 """How much of an end-to-end gap the int4 GEMM kernels explain. Reads saved results only.
 
-Model (stated in every report):
-  batch      requests in their decode phase on average, by Little's law from the client's own measurements:
+The model is MODEL below (the report states it in its Method section).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from llmcompare.engines import gemm_backends, registry
+from llmcompare.engines.gemm_backends import base_name
+from llmcompare.models.shapes import from_config
+from llmcompare.schema.kernel_run import LM_HEAD, KernelRun
+from llmcompare.schema.run import EngineRecord, PointResult
+
+MODEL = """  batch      requests in their decode phase on average, by Little's law from the client's own measurements:
              request_throughput * mean(E2EL - TTFT). (Engines' own /metrics gauges are shown beside it but not
              used: lmdeploy 0.18's num_requests_running stayed at 4.0 through the concurrency-64 point on the H200,
              where the client measured ~48 requests decoding.)
@@ -28,19 +43,6 @@ Model (stated in every report):
 Ignored: chunked prefill mixing prefill and decode tokens in one batch, padding to CUDA-graph sizes, lm_head when
 it was not measured, and overlap between GPU work and the host.
 """
-
-from __future__ import annotations
-
-import bisect
-import math
-import statistics
-from dataclasses import dataclass, field
-
-from llmcompare.engines import gemm_backends, registry
-from llmcompare.engines.gemm_backends import base_name
-from llmcompare.models.shapes import from_config
-from llmcompare.schema.kernel_run import LM_HEAD, KernelRun
-from llmcompare.schema.run import EngineRecord, PointResult
 
 ALLREDUCES_PER_LAYER = 2  # a tensor-parallel layer sums o's and down's partial outputs over the GPUs
 

@@ -10,14 +10,7 @@ saved in the run files as it goes. The search (per engine):
   bracket  min_rate, then x2 until a probe fails (or max_rate passes: capacity >= max_rate)
   bisect   at the geometric mean of the highest passing rate lo and the lowest failing rate hi, until
            hi / lo - 1 <= tolerance or max_probes probes have run
-A probe passes when no request failed and, averaged over its repeats, the worst SLO ratio R = max over the SLOs
-set of p<slo_percentile>(metric) / limit is below 1.
-
-Capacity and its interval, from the saved probes only (assess(); the report recomputes it from the files):
-  estimate   the rate where R crosses 1, interpolated linearly in rate between lo (mean R < 1) and hi (mean R >= 1)
-  interval   the same crossing with R at lo and at hi replaced by their 95% bounds across repeats (mean +- t s /
-             sqrt(n), verdict.t975): the low end from the upper bounds, the high end from the lower bounds;
-             clipped to [lo, hi], as nothing outside the bracket was measured. One repeat: the bracket [lo, hi].
+When a probe passes, and the capacity and its interval: METHOD below (the report states it in its Method section).
 """
 
 from __future__ import annotations
@@ -28,6 +21,15 @@ from dataclasses import dataclass
 
 from llmcompare.analysis.verdict import t975, usable_points
 from llmcompare.schema.scenario import SLO_METRICS, Capacity
+
+METHOD = """A probe passes when no request failed and, averaged over its repeats, the worst SLO ratio R = max over the SLOs
+set of p<slo_percentile>(metric) / limit is below 1.
+Capacity and its interval, from the saved probes only (assess(); the report recomputes it from the files):
+  estimate   the rate where R crosses 1, interpolated linearly in rate between lo (mean R < 1) and hi (mean R >= 1)
+  interval   the same crossing with R at lo and at hi replaced by their 95% bounds across repeats (mean +- t s /
+             sqrt(n), verdict.t975): the low end from the upper bounds, the high end from the lower bounds;
+             clipped to [lo, hi], as nothing outside the bracket was measured. One repeat: the bracket [lo, hi].
+"""
 
 
 def slo_text(slo, q: float) -> str:

@@ -1,20 +1,7 @@
 """Why a GEMM kernel takes the time it does, at decode sizes: its CTA tile against the GPU's SMs, its split-K, and
 the bytes it must move against the copy bandwidth measured in the same run. Reads saved results only.
 
-Facts (stated in every report):
-  kernel       TurboMind: the kernel a served engine's log names for that problem (EngineRecord.gemm_choices) when
-               there is one, else the one kernel-bench's point recorded from TurboMind's own report (tm_gemm);
-               other backends: the longest kernel torch.profiler saw in one call (profiled M only)
-  tile         the CTA tile m x n x k in a TurboMind kernel's name (a kernel whose A operand is the weight runs the
-               transposed problem: its first number spans N); Marlin, Machete and cuBLAS: not reported
-  tiles        ceil(M / tile_m) * ceil(N / tile_n) output tiles; CTAs = tiles * split-K
-  per SM       CTAs / SMs (the SM count the kernel run recorded, else an assumed H200's 132): below 1, that share
-               of the SMs has work; above 1, a last partial wave leaves SMs idle
-  bytes        the fewest one call must move: the weight in the backend's format (int4 + fp16 scales + int4 zeros,
-               backends.int4_awq_bytes; fp16 for cuBLAS), x [M, K] and y [M, N] in fp16 once (backends.point_bytes)
-  % copy bw    bytes / graph-replayed time, against the copy bandwidth measured by the same worker
-  slow         more than 1.25 (SLOW) times the fastest backend of the run at the same shape and M; its "why" is computed
-               from the facts above, never written by hand
+The facts are defined in FACTS below (the report states them in its Method section).
 """
 
 from __future__ import annotations
@@ -28,6 +15,21 @@ from llmcompare.engines.gemm_backends import base_name, point_bytes
 from llmcompare.engines.registry import ENGINES
 from llmcompare.schema.kernel_run import KernelPoint, KernelRun
 from llmcompare.schema.run import EngineRecord
+
+FACTS = """  kernel       TurboMind: the kernel a served engine's log names for that problem (EngineRecord.gemm_choices) when
+               there is one, else the one kernel-bench's point recorded from TurboMind's own report (tm_gemm);
+               other backends: the longest kernel torch.profiler saw in one call (profiled M only)
+  tile         the CTA tile m x n x k in a TurboMind kernel's name (a kernel whose A operand is the weight runs the
+               transposed problem: its first number spans N); Marlin, Machete and cuBLAS: not reported
+  tiles        ceil(M / tile_m) * ceil(N / tile_n) output tiles; CTAs = tiles * split-K
+  per SM       CTAs / SMs (the SM count the kernel run recorded, else an assumed H200's 132): below 1, that share
+               of the SMs has work; above 1, a last partial wave leaves SMs idle
+  bytes        the fewest one call must move: the weight in the backend's format (int4 + fp16 scales + int4 zeros,
+               backends.int4_awq_bytes; fp16 for cuBLAS), x [M, K] and y [M, N] in fp16 once (backends.point_bytes)
+  % copy bw    bytes / graph-replayed time, against the copy bandwidth measured by the same worker
+  slow         more than 1.25 (SLOW) times the fastest backend of the run at the same shape and M; its "why" is computed
+               from the facts above, never written by hand
+"""
 
 SLOW = 1.25  # x the fastest backend at the same shape and M
 

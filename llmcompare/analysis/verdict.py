@@ -1,6 +1,17 @@
 """Verdicts: every figure with its 95% interval, every gap with its interval and a significance word.
 
-Which value of a point: the steady-state window's figure when every repeat of both engines has one (analysis/steady.py),
+The method is METHOD below (the report states it in its Method section).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from llmcompare.schema.run import EngineRecord, LoadKey, PointResult
+
+METHOD = """Which value of a point: the steady-state window's figure when every repeat of both engines has one (analysis/steady.py),
 else the whole-point figure (what vLLM bench serve reports) for both; the verdict says which. Only complete, trusted points
 enter (results.PointResult.usable); the last attempt of each repeat counts.
 
@@ -12,14 +23,6 @@ Gap of A against B: g = mean_A / mean_B - 1. Its interval is Welch's t interval 
 with the delta-method variance s_A^2 / (n_A mean_A^2) + s_B^2 / (n_B mean_B^2) and Welch-Satterthwaite degrees of
 freedom, mapped back by exp(.) - 1. "no significant difference" when the interval holds 0.
 """
-
-from __future__ import annotations
-
-import math
-import statistics
-from dataclasses import dataclass
-
-from llmcompare.schema.run import EngineRecord, LoadKey, PointResult
 
 # two-sided 95%: t(0.975, df) for df = 1..30; beyond, the Cornish-Fisher expansion around z
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,

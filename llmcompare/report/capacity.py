@@ -10,8 +10,8 @@ from llmcompare.schema.codec import record
 from llmcompare.schema.scenario import Slo
 
 
-def capacity_section(doc: Doc, engines: dict) -> list[str]:
-    """engines: report.Served by label. Returns the sentences it wrote."""
+def capacity_results(engines: dict) -> tuple[list[str], list[list]]:
+    """engines: report.Served by label. (One sentence per engine with a capacity search, the probes' rows.)"""
     said, rows = [], []
     for lb, sv in engines.items():
         sc = sv.run.scenario
@@ -29,12 +29,19 @@ def capacity_section(doc: Doc, engines: dict) -> list[str]:
                      if res.lo is not None and res.hi is not None else f" ({len(probes)} probes)."))
         rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
                   ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
+    return said, rows
+
+
+def capacity_section(doc: Doc, engines: dict, results: tuple[list[str], list[list]] | None = None) -> list[str]:
+    """engines: report.Served by label; results: capacity_results(engines) when already computed. Returns the
+    sentences it wrote; the method goes to the Method section."""
+    said, rows = results or capacity_results(engines)
     if said:
         doc.h(2, "Capacity: the highest request rate that meets the SLOs")
         for s in said:
             doc.p(s)
         doc.table(["engine", "rate req/s", "repeats", "worst SLO ratio (mean)", "probe", "per repeat"], rows)
-        how = capacity.__doc__.split("Capacity and its interval", 1)[1].split(":", 1)[1]
-        doc.p("How (llmcompare/analysis/capacity.py): a probe passes when no request failed and the worst SLO ratio R (max "
-              "over the SLOs of percentile / limit), averaged over its repeats, is below 1. " + " ".join(how.split()))
+        doc.p("How: Method, capacity (below).")
+        doc.method("Capacity: the highest request rate meeting the SLOs (llmcompare/analysis/capacity.py)",
+                   capacity.METHOD)
     return said

@@ -14,7 +14,9 @@ from llmcompare.schema.kernel_run import KernelRun
 from llmcompare.schema.run import EngineRecord
 
 
-def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | None = None) -> None:
+def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | None = None,
+                   colours: charts.Colours | None = None) -> None:
+    colours = colours or charts.Colours()
     doc.h(2, "Kernels: kernel-bench")
     for run in kruns:
         w = run.workers[0] if run.workers else {}
@@ -40,18 +42,7 @@ def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | 
                     rows.append([sh["name"], f"{sh['n']}x{sh['k']}", b] + cells)
         doc.p("Graph-replayed µs per call (operands rotated beyond L2):")
         doc.table(["shape", "N x K", "backend"] + [f"M={m}" for m in ms], rows)
-        tag = Path(run.dir).name
-        for key, ylabel, title, logy, hline in (
-                ("graph_us", "µs per call", "GEMM time against M", True, None),
-                ("speedup_vs_cublas", "speedup over cuBLAS fp16", "int4 speedup over cuBLAS fp16", False, 1.0),
-                ("pct_roofline", "% of roofline floor", "Share of the roofline floor", False, None)):
-            data = {sh["name"]: {b: [(p.m, getattr(p, key)) for p in pts if p.shape == sh["name"] and p.backend == b
-                                     and getattr(p, key) is not None] for b in run.backends} for sh in run.shapes}
-            # a shape only some backends time (lm_head: cuBLAS) draws only the series it has
-            data = {sh: {b: v for b, v in series.items() if v} for sh, series in data.items()}
-            data = {sh: series for sh, series in data.items() if series}
-            doc.img(charts.panels(out / f"kernels_{key}_{tag}.png", data, "M (tokens)", ylabel, title, logy, hline),
-                    f"{title} ({tag})")
+        _kernel_charts(doc, out, run, pts, _backend_colours(doc, run, engines or {}, colours))
         _allreduce_table(doc, run)
         small = [p for p in pts if p.kernels and p.m <= 64]
         if small:
@@ -62,6 +53,31 @@ def kernel_section(doc: Doc, out: Path, kruns: list[KernelRun], engines: dict | 
                       [[p.backend, p.shape, p.m, p.graph_us, p.eager_us, p.gemm_kernel_us, p.other_kernels_us,
                         p.pct_copy_bw, (p.kernel_names or "")[:140]] for p in small])
         facts_section(doc, run, engines or {})
+
+
+def _backend_colours(doc: Doc, run: KernelRun, engines: dict, colours: charts.Colours) -> charts.Colours:
+    """Each backend in the colour of the one engine that runs it (where one does), the others apart; said."""
+    labels, _, _ = _engines_by_backend(run, engines)
+    like = {kb: lbs[0] for kb, lbs in labels.items() if len(lbs) == 1}
+    if like:
+        doc.p("Colours: each backend in the colour of the engine that runs it ("
+              + "; ".join(f"{kb}: {lb}" for kb, lb in like.items()) + "), the others in colours no engine has.")
+    return colours.derived(list(run.backends), like)
+
+
+def _kernel_charts(doc: Doc, out: Path, run: KernelRun, pts: list, colours: charts.Colours) -> None:
+    tag = Path(run.dir).name
+    for key, ylabel, title, logy, hline in (
+            ("graph_us", "µs per call", "GEMM time against M", True, None),
+            ("speedup_vs_cublas", "speedup over cuBLAS fp16", "int4 speedup over cuBLAS fp16", False, 1.0),
+            ("pct_roofline", "% of roofline floor", "Share of the roofline floor", False, None)):
+        data = {sh["name"]: {b: [(p.m, getattr(p, key)) for p in pts if p.shape == sh["name"] and p.backend == b
+                                 and getattr(p, key) is not None] for b in run.backends} for sh in run.shapes}
+        # a shape only some backends time (lm_head: cuBLAS) draws only the series it has
+        data = {sh: {b: v for b, v in series.items() if v} for sh, series in data.items()}
+        data = {sh: series for sh, series in data.items() if series}
+        doc.img(charts.panels(out / f"kernels_{key}_{tag}.png", data, "M (tokens)", ylabel, title, logy, hline,
+                              colours), f"{title} ({tag})")
 
 
 def gemm_verbose(rec: EngineRecord) -> str | None:
@@ -130,12 +146,12 @@ def facts_section(doc: Doc, run: KernelRun, engines: dict) -> None:
     fs = kernel_facts.facts(run, served, labels, ms)
     if not fs:
         return
-    how = "; ".join(f"{term}: {' '.join(text.split())}" for term, text in re.findall(
-        r"^  (\S.*?) {2,}(.*?)(?=^  \S|\Z)", kernel_facts.__doc__.split("Facts (stated in every report):")[1],
-        re.M | re.S)) + "."
     doc.p("Why each kernel takes its time at decode sizes (M <= 64"
           + (f", and M = {sorted(ms)}: the measured M at or above each batch the served runs reached" if ms else "")
-          + f"). {how} SMs: " + "; ".join(sorted({f"{f.backend} {f.sms} ({f.sms_from})" for f in fs})) + ".")
+          + "). Columns: Method, kernel facts (below). SMs: "
+          + "; ".join(sorted({f"{f.backend} {f.sms} ({f.sms_from})" for f in fs})) + ".")
+    doc.method("Kernel facts: why a GEMM kernel takes its time (llmcompare/analysis/kernel_facts.py)",
+               kernel_facts.FACTS)
     rows = []
     for f in fs:
         tile = "x".join(map(str, f.tile)) + (" (transposed)" if f.transposed else "") if f.tile else (
@@ -152,8 +168,8 @@ def attribution_section(doc: Doc, out: Path, engines: dict, baseline: str, kruns
     """For every pair of engines (the earlier one as baseline) and load point: measured gap, GEMM-predicted
     gap, and the rest."""
     doc.h(2, "Attribution: how much of each gap the GEMM kernels explain")
-    model = attribution.__doc__.split("Model (stated in every report):")[1]
-    doc.p("Model: " + re.sub(r"\s+", " ", model).strip())
+    doc.p("The model: Method, attribution (below).")
+    doc.method("Attribution: the GEMM model of a gap (llmcompare/analysis/attribution.py)", attribution.MODEL)
     table = attribution.KernelTable.from_run(kruns[-1])
     tp = f"; one GPU's share at tensor_parallel {table.tensor_parallel}" if table.tensor_parallel > 1 else ""
     comm = f"; all-reduce measured at M {[m for m, _ in table.allreduce_us]}" if table.allreduce_us else ""

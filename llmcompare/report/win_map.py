@@ -21,6 +21,7 @@ from pathlib import Path
 
 from llmcompare.analysis import verdict
 from llmcompare.report import map_charts
+from llmcompare.report.charts import Colours
 from llmcompare.report.doc import Doc
 from llmcompare.schema.run import EngineRecord
 
@@ -113,16 +114,18 @@ def _cell_text(row: verdict.Row) -> str:
     return f"{g.pct:+.1f}%{interval}\n{word}"
 
 
-def heatmap_file(out: Path, wm: WinMap, sig: list[Crossover]) -> str:
+def heatmap_file(out: Path, wm: WinMap, sig: list[Crossover], colours: Colours | None = None) -> str:
     pct = [[wm.cells[(r, c)].gap.pct if (r, c) in wm.cells else None for c in range(len(wm.cols))]
            for r in range(len(wm.rows))]
     text = [[_cell_text(wm.cells[(r, c)]) if (r, c) in wm.cells else "" for c in range(len(wm.cols))]
             for r in range(len(wm.rows))]
+    significant = [[(r, c) in wm.cells and _signed(wm.cells[(r, c)]) != 0 for c in range(len(wm.cols))]
+                   for r in range(len(wm.rows))]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"map_{wm.first}_vs_{wm.second}") + ".png"
     return map_charts.heatmap(out / name, [r or "(dataset)" for r in wm.rows], wm.cols, pct, text,
                               [(*x.cell, *x.next_cell) for x in sig],
                               f"{wm.first} against {wm.second}: output throughput gap % [95% interval]; "
-                              "black lines: the winner changes")
+                              "black lines: the winner changes", significant, (wm.first, wm.second), colours)
 
 
 def pareto_points(rec: EngineRecord) -> dict[str, list[tuple[float, float, str]]]:
@@ -147,10 +150,11 @@ def pareto_front(pts: list[tuple[float, float, str]]) -> list[tuple[float, float
     return sorted(front)
 
 
-def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str = "auto") -> list[str]:
+def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str = "auto",
+                colours: Colours | None = None) -> list[str]:
     """Every pair's heatmap and crossover statement, then the Pareto fronts; returns the crossover sentences."""
     doc.h(2, "Win map: where each engine is faster, and where the winner changes")
-    names, said = list(recs), []
+    names, said, colours = list(recs), [], colours or Colours(recs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             rows = verdict.compare(recs[a], recs[b], figures=figures)
@@ -160,13 +164,13 @@ def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str
             sig, loose = crossovers(wm)
             said.append(crossover_sentence(wm, sig, loose))
             doc.p(said[-1])
-            doc.img(heatmap_file(out, wm, sig), f"{a} against {b}: output-throughput gap over the grid (rows: "
+            doc.img(heatmap_file(out, wm, sig, colours), f"{a} against {b}: output-throughput gap over the grid (rows: "
                     "workload, columns: load), 95% interval and verdict in each cell; thick lines: crossovers")
-    pareto_section(doc, out, recs)
+    pareto_section(doc, out, recs, colours)
     return said
 
 
-def pareto_section(doc: Doc, out: Path, recs: dict[str, EngineRecord]) -> None:
+def pareto_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], colours: Colours | None = None) -> None:
     panels: dict[str, dict] = {}
     for name, rec in recs.items():
         for wl, pts in pareto_points(rec).items():
@@ -175,7 +179,7 @@ def pareto_section(doc: Doc, out: Path, recs: dict[str, EngineRecord]) -> None:
         return
     fronts = {wl: {n: pareto_front(p) for n, p in per.items()} for wl, per in panels.items()}
     doc.img(map_charts.pareto(out / "pareto.png", panels, fronts, "Pareto fronts: per-user speed against total "
-                              "output throughput (each point: a load point, mean over its repeats)"),
+                              "output throughput (each point: a load point, mean over its repeats)", colours),
             "Per engine and workload cell, the Pareto front of per-user output tok/s (1000 / mean TPOT) against "
             "total output tok/s")
     doc.table(["workload", "engine", "Pareto front (load: total tok/s, per-user tok/s)"],

@@ -1,0 +1,155 @@
+"""The report's serve-bench sections: the verdict against the baseline in detail (chart, table, sentences), the
+latency verdicts, and every point's figures with their charts. engines: report.build.Served by label."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmcompare.analysis import verdict
+from llmcompare.report import charts
+from llmcompare.report.doc import Doc, fmt
+from llmcompare.schema.files import read_jsonl
+from llmcompare.schema.run import LoadKey
+
+
+def _ci(e: verdict.Estimate | None, nd: int = 1) -> str:
+    if e is None:
+        return "–"
+    if e.lo is None:
+        return fmt(e.mean, nd)
+    return f"{fmt(e.mean, nd)} [{fmt(e.lo, nd)}, {fmt(e.hi, nd)}]"
+
+
+def load_axis(keys: list[LoadKey]) -> str:
+    """The x label of a chart over these load points."""
+    closed = {k.concurrency is not None for k in keys}
+    return "concurrency" if closed == {True} else "request rate (req/s)" if closed == {False} else \
+        "concurrency (or request rate)"
+
+
+def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: str = "auto",
+                    colours: charts.Colours | None = None) -> dict:
+    """Per candidate, where it is faster or slower than the baseline, by how much: a panel per workload cell, the
+    table, and the same in words."""
+    doc.h(2, f"Verdict: output throughput against {engines[baseline].title}")
+    base = engines[baseline].rec
+    gaps = {lb: verdict.compare(sv.rec, base, figures=figures) for lb, sv in engines.items() if lb != baseline}
+    all_rows = [(lb, r) for lb, rows in gaps.items() for r in rows]
+    if not all_rows:
+        for lb in gaps:
+            doc.p(verdict.sentence(engines[lb].title, engines[baseline].title, gaps[lb]))
+        doc.p("No load point has complete, trusted results for two engines: no verdict.")
+        return {}
+    panels: dict[str, dict] = {}
+    for lb, r in all_rows:
+        if r.key.x is not None:
+            panels.setdefault(r.key.workload_label, {}).setdefault(lb, []).append(
+                (r.key.x, r.gap.pct, r.gap.lo_pct, r.gap.hi_pct))
+    if panels:
+        doc.img(charts.engine_panels(out / "gap.png", panels, colours or charts.Colours(engines),
+                                     load_axis([r.key for _, r in all_rows]), f"gap vs {baseline} (%)",
+                                     f"Output-throughput gap against {baseline} (0: level with it), 95% intervals",
+                                     hline0=True),
+                f"Output-throughput gap against {baseline}, a panel per workload cell, a colour per engine; bars "
+                "are 95% intervals")
+    doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
+               "from", "interval"],
+              [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(), r.gap.word, r.candidate.source,
+                r.candidate.method] for lb, r in all_rows])
+    for lb, rows in gaps.items():
+        doc.p(verdict.sentence(engines[lb].title, engines[baseline].title, rows))
+    doc.p("How the figures, intervals and words are made: Method, verdicts (below).")
+    doc.method("Verdicts: figures, intervals, significance (llmcompare/analysis/verdict.py)", verdict.METHOD)
+    return gaps
+
+
+def latency_verdicts(doc: Doc, engines: dict, baseline: str, figures: str = "auto") -> None:
+    rows = []
+    for lb, sv in engines.items():
+        if lb == baseline:
+            continue
+        for metric in ("median_tpot_ms", "median_ttft_ms"):
+            for r in verdict.compare(sv.rec, engines[baseline].rec, metric, figures):
+                rows.append([lb, r.key.label, metric, _ci(r.candidate, 2), _ci(r.baseline, 2), r.gap.text(),
+                             r.gap.word])
+    if rows:
+        doc.h(3, f"Latency against {baseline}")
+        doc.table(["engine", "point", "metric", "engine ms", f"{baseline} ms", "difference % [95%]", "verdict"], rows)
+
+
+def cache_hit(p) -> str | None:
+    """The point's prefix-cache hit rate in %, as its engine reported it (engines/prefix_cache.py); None for older files."""
+    c = p.prefix_cache
+    if c is None:
+        return None
+    if not c.reported:
+        return "not reported"
+    return f"{100 * c.hit_rate:.1f}" if c.hit_rate is not None else "no lookups"
+
+
+def _point_row(lb: str, p) -> list:
+    m, st = p.metrics, p.steady
+    return [lb, p.label, p.repeat + 1, p.attempt, p.status, m.completed if m else None, m.failed if m else None,
+            m.output_throughput if m else None, st.output_throughput if st else None,
+            m.stat("median_ttft_ms") if m else None, m.stat("p99_ttft_ms") if m else None,
+            m.stat("median_tpot_ms") if m else None, m.stat("p99_tpot_ms") if m else None,
+            m.stat("median_itl_ms") if m else None, m.stat("p99_itl_ms") if m else None,
+            m.mean_tokens_per_chunk if m else None, p.server_metrics.get("mean_num_requests_running"), cache_hit(p),
+            "; ".join(p.trust.reasons) if not p.trust.trusted else ""]
+
+
+def serve_details(doc: Doc, out: Path, engines: dict, refs: list[dict], colours: charts.Colours | None = None) -> None:
+    doc.h(2, "End to end: serve-bench")
+    colours = colours or charts.Colours(engines)
+    rows, thr, lat, keys = [], {}, {}, []
+    for lb, sv in engines.items():
+        for key, pts in sorted(verdict.usable_points(sv.rec).items(), key=lambda kv: verdict.point_order(kv[0])):
+            e_thr, e_tpot = verdict.estimate(pts), verdict.estimate(pts, "median_tpot_ms")
+            if key.x is not None:
+                thr.setdefault(key.workload_label, {}).setdefault(lb, []).append((key.x, e_thr.mean, e_thr.lo, e_thr.hi))
+                keys.append(key)
+            lat.setdefault(key.workload_label, {}).setdefault(lb, []).append(
+                (e_thr.mean, e_tpot.mean if e_tpot else None, None, None))
+        rows += [_point_row(lb, p) for p in sv.rec.points]
+    published = [{"label": r["label"], "points": r["chart_points"]} for r in refs if r["metric"] == "output_throughput"]
+    if thr:
+        doc.img(charts.engine_panels(out / "throughput.png", thr, colours, load_axis(keys), "output tokens/s",
+                                     "Output throughput, 95% intervals", refs=published),
+                "Output throughput against load, a panel per workload cell, a colour per engine"
+                + (" (published series in grey, in every panel)" if published else ""))
+    if lat:
+        doc.img(charts.engine_panels(out / "latency_throughput.png", lat, colours, "output tokens/s",
+                                     "median TPOT (ms)", "Latency against throughput (each point: a load point)",
+                                     logx=False),
+                "Median TPOT against output throughput, a panel per workload cell")
+    doc.p("Every point, repeat and attempt (whole-point figures as vLLM bench serve computes them; 'steady' is "
+          "the steady-state window's output tok/s; ITL is between chunks carrying tokens, read beside tokens per "
+          "chunk). Points that are not complete and trusted are listed but enter no verdict.")
+    doc.table(["engine", "point", "repeat", "attempt", "status", "ok", "failed", "output tok/s", "steady tok/s",
+               "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms",
+               "tokens/chunk", "running (engine)", "prefix cache hit %", "why untrusted"], rows)
+    series_charts(doc, out, engines, colours)
+
+
+def series_charts(doc: Doc, out: Path, engines: dict, colours: charts.Colours | None = None) -> None:
+    """Per-second output tok/s of each point's first repeat, per engine, with its steady-state window shaded."""
+    panels: dict[str, dict] = {}
+    windows: dict[str, tuple[float, float] | None] = {}
+    for lb, sv in engines.items():
+        f = Path(sv.run.dir) / f"{sv.rec.name}.series.jsonl"
+        if not f.exists():
+            continue
+        rows = read_jsonl(f)
+        for p in sv.rec.points:
+            if p.repeat != 0 or p.metrics is None:
+                continue
+            pts = [(r["t_s"], r["output_tok_per_s"]) for r in rows
+                   if (r["point"], r["repeat"], r["attempt"]) == (p.index, p.repeat, p.attempt)]
+            if pts:
+                panels.setdefault(p.label, {})[lb] = pts
+                windows[f"{p.label}|{lb}"] = (p.steady.start_s, p.steady.end_s) if p.steady else None
+    if panels:
+        doc.img(charts.timelines(out / "series.png", panels, windows, "output tok/s",
+                                 "Output tokens per second through each point (first repeat; steady window shaded)",
+                                 colours),
+                "Per-second output throughput: warm-up, steady state and drain")

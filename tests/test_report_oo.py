@@ -1,0 +1,52 @@
+"""`llmcompare report` under `python -OO` (docstrings stripped): the report's method texts are not docstrings, so
+every section that states one still renders, with the same text as a plain interpreter writes."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVE = ROOT / "tests/data/report-serve"
+KERNELS = ROOT / "tests/data/h200-small/h200-kernels"
+
+# a phrase of each method text: the verdict's intervals, the capacity's interval, the kernel facts, the GEMM model
+METHOD_PHRASES = ("Welch-Satterthwaite degrees of freedom", "clipped to [lo, hi], as nothing outside the bracket",
+                  "ceil(M / tile_m) * ceil(N / tile_n) output tiles", "by Little's law from the client's own")
+
+
+def capacity_run(tmp: Path) -> Path:
+    """report-serve's vllm-a points relabelled as two open-loop probes of a capacity search (1 and 4 req/s) under
+    a TPOT SLO the first meets and the second does not: enough for the capacity section and its method text."""
+    run = json.loads((SERVE / "run.json").read_text())
+    run["scenario"]["slo"] = {"tpot_ms": 1000.0}
+    run["scenario"]["load"]["capacity"] = {"slo_percentile": 99}
+    e = run["engines"].pop("vllm-a")
+    for p, rate in zip(e["points"], (1.0, 4.0), strict=True):
+        p |= {"label": f"rate={rate:g}", "concurrency": None, "request_rate": rate}
+        p["metrics"]["p99_tpot_ms"] = 500.0 if rate == 1.0 else 2000.0
+    run["engines"] = {"vllm-cap": e}
+    run["scenario"]["engines"] = [{**run["scenario"]["engines"][0], "name": "vllm-cap"}]
+    d = tmp / "capacity-run"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps(run))
+    return d
+
+
+def report_md(tmp: Path, runs: list[Path], *flags: str) -> str:
+    out = tmp / f"report{''.join(flags)}"
+    code = f"import sys; from llmcompare.cli import main; sys.exit(main({['report', *map(str, runs), '--out', str(out)]!r}))"
+    r = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, f"llmcompare report {' '.join(flags)} failed:\n{r.stderr[-3000:]}"
+    return (out / "report.md").read_text()
+
+
+def test_report_under_python_OO_states_every_method(tmp_path):
+    runs = [SERVE, KERNELS, capacity_run(tmp_path)]
+    optimized = report_md(tmp_path, runs, "-OO")
+    for phrase in METHOD_PHRASES:
+        assert phrase in optimized, phrase
+    assert "## Capacity" in optimized and "## Attribution" in optimized
+    assert optimized == report_md(tmp_path, runs)  # the same report as without -OO
+    shutil.rmtree(tmp_path / "report-OO")
