@@ -51,7 +51,7 @@ def test_serve_table_equals_the_run_files(report):
                          fmt(m["output_throughput"]), "–", fmt(m["median_ttft_ms"]), fmt(m["p99_ttft_ms"]),
                          fmt(m["median_tpot_ms"]), fmt(m["p99_tpot_ms"]), fmt(m["median_itl_ms"]), fmt(m["p99_itl_ms"]),
                          "–", fmt(p["server_metrics"].get("mean_num_requests_running")),
-                         "–", ""])  # a /1 file has no prefix-cache counters
+                         "–", "–", "–", "–", ""])  # a /1 file: no prefix-cache or engine token counters, workers
     assert rows == want
 
 
@@ -193,6 +193,7 @@ def test_a_kernel_run_with_lm_head_enters_the_attribution(tmp_path):
     assert "lm_head not measured: left out" in without
     a = md_rows(with_head.split("## Attribution", 1)[1], "engine")
     b = md_rows(without.split("## Attribution", 1)[1], "engine")
-    assert [r[:3] for r in a] == [r[:3] for r in b] and len(a) == 4
+    # the cells with a verdict (TurboMind c=1 and vLLM c=64 each had a repeat untrusted at its first attempt: left out)
+    assert [r[:3] for r in a] == [r[:3] for r in b] and len(a) == 2
     assert all(float(x[8]) > float(y[8]) for x, y in zip(a, b, strict=True))  # GEMM shares grow with lm_head
     assert [x[6] for x in a] == [y[6] for y in b]  # the predicted gap does not move (to the printed digit)

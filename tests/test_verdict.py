@@ -1,5 +1,6 @@
 """Intervals and significance (analysis/verdict.py), trust decisions (analysis/trust.py), and the report's verdict on saved files."""
 
+import dataclasses
 import math
 
 import pytest
@@ -57,11 +58,40 @@ def test_gap_interval_and_words():
     assert lat.word == "slower"
 
 
-def test_untrusted_and_partial_points_enter_no_verdict():
+def test_a_point_enters_a_verdict_only_when_every_repeat_counts():
+    """One untrusted or partial repeat leaves the whole load point out (not a verdict on the repeats that
+    passed), and says why."""
     e = EngineRecord(name="x", points=[point(0, 0, 100.0, 100.0), point(0, 1, 50.0, 50.0, status="untrusted"),
                                        point(0, 2, 90.0, 90.0, status="partial")])
-    got = verdict.usable_points(e)
-    assert [p.metrics.output_throughput for ps in got.values() for p in ps] == [100.0]
+    assert verdict.usable_points(e) == {}
+    (why,) = verdict.left_out(e).values()
+    assert why.startswith("repeat 2 attempt 1: untrusted")
+    e = EngineRecord(name="x", points=[point(0, r, 100.0 + r, 100.0) for r in range(3)])
+    assert [p.metrics.output_throughput for ps in verdict.usable_points(e).values() for p in ps] == [100, 101, 102]
+
+
+def test_a_retry_of_an_untrusted_attempt_never_replaces_it():
+    """The runner measures an untrusted attempt again; counting the retry would prefer whichever try happened to
+    pass (slower ones, for the engine that streams more events): the first attempt counts, so the point is out."""
+    first = point(0, 0, 120.0, 120.0, status="untrusted")
+    retry = dataclasses.replace(point(0, 0, 90.0, 90.0), attempt=2)
+    e = EngineRecord(name="x", points=[first, retry, point(0, 1, 100.0, 100.0)])
+    assert verdict.counted(e)[(0, 0)] is first and verdict.usable_points(e) == {}
+    # a cell finished by a resume after a cut attempt, or re-measured with --redo all: the later attempt counts
+    cut = point(0, 0, 10.0, 10.0, status="partial")
+    e = EngineRecord(name="x", points=[cut, dataclasses.replace(point(0, 0, 95.0, 95.0), attempt=2)])
+    assert [p.attempt for ps in verdict.usable_points(e).values() for p in ps] == [2]
+
+
+def test_failed_requests_or_missing_request_lines_keep_a_point_out():
+    p = point(0, 0, 100.0, 100.0)
+    p.metrics.failed = 2
+    assert not p.usable and verdict.why_not_usable(p) == "repeat 1 attempt 1: 2 requests failed"
+    p.failures_allowed = True
+    assert p.usable
+    q = point(0, 0, 100.0, 100.0)
+    q.requests_on_file = 0
+    assert not q.usable and "request lines are not on file" in verdict.why_not_usable(q)
 
 
 def rec(reads, tokens, asked):

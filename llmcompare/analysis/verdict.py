@@ -12,8 +12,15 @@ from dataclasses import dataclass
 from llmcompare.schema.run import EngineRecord, LoadKey, PointResult
 
 METHOD = """Which value of a point: the steady-state window's figure when every repeat of both engines has one (analysis/steady.py),
-else the whole-point figure (what vLLM bench serve reports) for both; the verdict says which. Only complete, trusted points
-enter (results.PointResult.usable); the last attempt of each repeat counts.
+else the whole-point figure (what vLLM bench serve reports) for both; the verdict says which.
+
+Which attempts: each repeat's counted attempt is its first one; an attempt made again because the one before it was
+untrusted (the runner's own retry, or a resume's --redo untrusted) never replaces it, so the rule cannot prefer
+the faster of two tries: whether an attempt counts is fixed before it is measured. A later attempt counts only
+when the one before it was not untrusted (a cut-off cell finished by a resume, --redo all). A load point enters a
+verdict only when the counted attempt of every repeat is usable (complete and trusted, no failed request unless
+load.allow_failures, its request lines on file: run.PointResult.usable); otherwise the point is left out whole,
+and the report says which and why, rather than a verdict resting on the repeats that happened to pass.
 
 Interval of one engine's figure at one load point, from its values x_1..x_n:
   n >= 2 repeats   mean +- t(0.975, n-1) * s / sqrt(n)                       ("across n repeats")
@@ -71,18 +78,54 @@ class Gap:
         return f"{self.pct:+.{nd}f}% [{self.lo_pct:+.{nd}f}, {self.hi_pct:+.{nd}f}]"
 
 
-def usable_points(e: EngineRecord) -> dict[LoadKey, list[PointResult]]:
-    """Per load key, the last attempt of each repeat, if it is complete and trusted."""
-    last: dict[tuple[int, int], PointResult] = {}
+def counted(e: EngineRecord) -> dict[tuple[int, int], PointResult]:
+    """Per (point index, repeat), the attempt that counts (see METHOD): the first, or a later one measured after
+    an attempt that was not untrusted."""
+    by: dict[tuple[int, int], list[PointResult]] = {}
     for p in e.points:
-        k = (p.index, p.repeat)
-        if k not in last or p.attempt >= last[k].attempt:
-            last[k] = p
-    out: dict[LoadKey, list[PointResult]] = {}
-    for p in last.values():
-        if p.usable:
-            out.setdefault(p.key, []).append(p)
+        by.setdefault((p.index, p.repeat), []).append(p)
+    out = {}
+    for k, attempts in by.items():
+        attempts.sort(key=lambda p: p.attempt)
+        pick = attempts[0]
+        for before, p in zip(attempts, attempts[1:], strict=False):
+            if before.status != "untrusted":
+                pick = p
+        out[k] = pick
     return out
+
+
+def usable_points(e: EngineRecord) -> dict[LoadKey, list[PointResult]]:
+    """Per load key, the counted attempt of each repeat, when every one of them is usable (else the key is left
+    out whole: left_out says why)."""
+    by_key: dict[LoadKey, list[PointResult]] = {}
+    for p in counted(e).values():
+        by_key.setdefault(p.key, []).append(p)
+    return {k: sorted(pts, key=lambda p: p.repeat) for k, pts in by_key.items() if all(p.usable for p in pts)}
+
+
+def left_out(e: EngineRecord) -> dict[LoadKey, str]:
+    """Per load key measured but not in usable_points: why (the first counted attempt that is not usable)."""
+    by_key: dict[LoadKey, list[PointResult]] = {}
+    for p in counted(e).values():
+        by_key.setdefault(p.key, []).append(p)
+    out = {}
+    for k, pts in by_key.items():
+        bad = next((p for p in sorted(pts, key=lambda p: p.repeat) if not p.usable), None)
+        if bad is not None:
+            out[k] = why_not_usable(bad)
+    return out
+
+
+def why_not_usable(p: PointResult) -> str:
+    r = f"repeat {p.repeat + 1} attempt {p.attempt}"
+    if p.requests_on_file == 0:
+        return f"{r}: its request lines are not on file"
+    if p.status == "complete" and p.metrics and p.metrics.failed and not p.failures_allowed:
+        return f"{r}: {p.metrics.failed} requests failed"
+    if p.status == "untrusted":
+        return f"{r}: untrusted ({'; '.join(p.trust.reasons)[:200]})"
+    return f"{r}: {p.status}"
 
 
 def _value(p: PointResult, metric: str, steady: bool) -> float | None:

@@ -132,15 +132,14 @@ def _rests_on(method: str, n: int) -> str:
 
 
 def left_out(engines: dict) -> list[str]:
-    """Per engine, its measured runs (the last attempt of each repeat) that are not complete and trusted."""
+    """Per engine, its load points left out of every verdict (a repeat whose counted attempt is not usable:
+    verdict.left_out), of those measured."""
     out = []
     for lb, sv in engines.items():
-        last = {}
-        for p in sv.rec.points:
-            if (p.index, p.repeat) not in last or p.attempt >= last[(p.index, p.repeat)].attempt:
-                last[(p.index, p.repeat)] = p
-        if n := sum(not p.usable for p in last.values()):
-            out.append(f"{lb} {n} of {len(last)}")
+        gone = verdict.left_out(sv.rec)
+        if gone:
+            measured = {p.key for p in sv.rec.points}
+            out.append(f"{lb} {len(gone)} of {len(measured)}")
     return out
 
 
@@ -155,7 +154,8 @@ def sureness_sentence(rows: list[verdict.Row], engines: dict) -> str:
     return ("How sure: figures are means with 95% intervals, gaps have 95% intervals (Method, below), and a cell is "
             "called faster or slower only where the gap's interval excludes 0. Of the "
             f"{len(est)} figures compared ({', '.join(f'{n} {s}' for s, n in sources.most_common())}), {', '.join(rests)}. "
-            "Measured runs left out as not complete and trusted: " + ("; ".join(rest) if rest else "none") + ".")
+            "Load points left out whole (a repeat's first attempt untrusted, partial or with failed requests; no "
+            "verdict rests on the repeats that passed): " + ("; ".join(rest) if rest else "none") + ".")
 
 
 def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str]) -> None:

@@ -95,7 +95,17 @@ def _point_row(lb: str, p) -> list:
             m.stat("median_tpot_ms") if m else None, m.stat("p99_tpot_ms") if m else None,
             m.stat("median_itl_ms") if m else None, m.stat("p99_itl_ms") if m else None,
             m.mean_tokens_per_chunk if m else None, p.server_metrics.get("mean_num_requests_running"), cache_hit(p),
-            "; ".join(p.trust.reasons) if not p.trust.trusted else ""]
+            *_counters(p), "; ".join(p.trust.reasons) if not p.trust.trusted else ""]
+
+
+def _counters(p) -> list:
+    """client processes; the engine's own generation tok/s over the compared window and the client's shortfall
+    against it, in % (analysis/agreement.py); None where not measured (older files, no counters)."""
+    c = p.engine_counters
+    workers = p.client.get("workers") if p.client else None
+    if c is None or not c.reported:
+        return [workers, "not reported" if c is not None else None, None]
+    return [workers, c.engine_generation_tok_s, c.shortfall_pct]
 
 
 def serve_details(doc: Doc, out: Path, engines: dict, refs: list[dict], colours: charts.Colours | None = None) -> None:
@@ -127,7 +137,14 @@ def serve_details(doc: Doc, out: Path, engines: dict, refs: list[dict], colours:
           "chunk). Points that are not complete and trusted are listed but enter no verdict.")
     doc.table(["engine", "point", "repeat", "attempt", "status", "ok", "failed", "output tok/s", "steady tok/s",
                "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms",
-               "tokens/chunk", "running (engine)", "prefix cache hit %", "why untrusted"], rows)
+               "tokens/chunk", "running (engine)", "prefix cache hit %", "client processes", "engine gen tok/s",
+               "client shortfall %", "why untrusted"], rows)
+    gone = [[lb, key.label, why] for lb, sv in engines.items()
+            for key, why in sorted(verdict.left_out(sv.rec).items(), key=lambda kv: verdict.point_order(kv[0]))]
+    if gone:
+        doc.p("Left out of every verdict: load points a repeat of which has a first attempt that is not usable (the "
+              "retries of an untrusted attempt are shown above but never counted: Method).")
+        doc.table(["engine", "point", "why"], gone)
     series_charts(doc, out, engines, colours)
 
 
