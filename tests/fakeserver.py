@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -210,11 +212,12 @@ def _dechunk(b: bytes) -> tuple[bytes | None, int]:
         pos = i + 2 + size + 2
 
 
-def serve(port: int, cfg: Config, host: str = "127.0.0.1") -> None:
+def serve(port: int, cfg: Config, host: str = "127.0.0.1", reuse_port: bool = False) -> None:
     FakeServer.cfg = cfg
 
     async def main() -> None:
-        server = await asyncio.get_running_loop().create_server(FakeServer, host, port, backlog=4096)
+        server = await asyncio.get_running_loop().create_server(FakeServer, host, port, backlog=4096,
+                                                                 reuse_port=reuse_port or None)
         async with server:
             await server.serve_forever()
 
@@ -246,6 +249,23 @@ def stats(base_url: str, reset: bool = False) -> dict:
         return json.loads(r.read())
 
 
+def _fork_servers(n: int) -> list[int] | None:
+    """n more server processes on the same port; in the parent their pids (stopped with it, SIGTERM included),
+    in a child None (it dies with the parent: PR_SET_PDEATHSIG)."""
+    children = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+            return None
+        children.append(pid)
+    if children:
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    return children
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("port", type=int)
@@ -255,14 +275,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
     ap.add_argument("--empty-final-chunk", action="store_true")
     ap.add_argument("--cpu", type=int, default=None, help="pin the server to this core")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="serve from this many processes on one port (SO_REUSEPORT), so that the server scales past "
+                         "one core and a client benchmark measures the client; /stats then speaks for one of them")
     a = ap.parse_args(argv)
     if a.cpu is not None:
         os.sched_setaffinity(0, {a.cpu})
     cfg = Config(a.mode, a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_final_chunk)
+    children = _fork_servers(a.processes - 1)
     try:
-        serve(a.port, cfg)
+        serve(a.port, cfg, reuse_port=a.processes > 1)
     except KeyboardInterrupt:
         pass
+    finally:
+        for pid in children or []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 15)
 
 
 if __name__ == "__main__":

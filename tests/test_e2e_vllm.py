@@ -171,3 +171,27 @@ def test_request_rate_mode_end_to_end(tmp_path, vllm_py, tiny_model, cli):
         assert r["queue_ms"] == pytest.approx((r["dispatch_s"] - r["scheduled_s"]) * 1000, abs=1e-3)
     spans = sorted((r["dispatch_s"], r["dispatch_s"] + r["e2el_ms"] / 1000) for r in reqs)
     assert max(sum(a <= s < b for a, b in spans) for s, _ in spans) <= 2  # never more than max_concurrency
+
+
+def test_two_client_processes_against_real_vllm_with_its_own_token_counters(tmp_path, vllm_py, tiny_model, cli):
+    """load.client_workers: 2 against the real vLLM CPU server: every request recorded, each worker's loop lag
+    on file, and vLLM's own generation_tokens_total over the point beside what the client received."""
+    f = scenario_file(tmp_path, vllm_py, tiny_model, client_workers=2, concurrency=[4])
+    data = yaml.safe_load(f.read_text())
+    data["workload"].update(num_prompts=24, output_len=32)
+    f.write_text(yaml.safe_dump(data))
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=900)
+    assert p.returncode in (0, 4), p.stderr[-3000:]  # 4: the loaded 2-core machine could not time it
+    d = run_dir_of(tmp_path)
+    run = json.loads((d / "run.json").read_text())
+    eng = run["engines"]["vllm-cpu"]
+    assert eng["client_workers"] == 2
+    (pt,) = [q for q in eng["points"] if q["attempt"] == 1]
+    assert pt["metrics"]["completed"] == 24 and [w["requests"] for w in pt["client_workers"]] == [12, 12]
+    assert all(w["loop_lag_samples"] > 0 for w in pt["client_workers"]) and pt["client"]["workers"] == 2
+    c = pt["engine_counters"]
+    assert c["reported"] and c["mean_running"] is not None
+    if c["window_s"]:  # a window of two samples at least 2 s apart: the rates agree within the tolerance
+        assert abs(c["shortfall_pct"]) < 10, c
+    lines = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()]
+    assert sorted(x["index"] for x in lines if x["attempt"] == 1) == list(range(24))

@@ -215,9 +215,9 @@ class _Point:
             self._done(rec)
         elif kind == "done":
             wk.done = msg[1]
-        elif kind == "died":
-            code = wk.proc.exitcode
-            wk.dead = f"client worker {wk.index} died (exit code {code})"
+        elif kind in ("died", "failed"):
+            why = msg[1] if kind == "failed" else f"exit code {wk.proc.exitcode}"
+            wk.dead = f"client worker {wk.index} died ({why})"
             wk.done = {"loop_lag_ms": []}
             self.run_.notes.append(wk.dead + f"; its {len(wk.started)} requests in flight are cut off")
             for i, scheduled in sorted(wk.started.items()):
@@ -301,7 +301,11 @@ async def _serve_jobs(conn: Connection, req: loadgen.Request) -> None:
             if msg[0] == "floor":
                 conn.send(("floor", await loadgen.idle_loop_lag()))
             elif msg[0] == "point":
-                await _job(conn, session, req, *msg[1:])
+                try:
+                    await _job(conn, session, req, *msg[1:])
+                except Exception as e:  # the parent records it as this worker's death (the point is partial)
+                    conn.send(("failed", f"{type(e).__name__}: {e}"))
+                    return
 
 
 async def _job(conn: Connection, session, req: loadgen.Request, job: dict, specs: list[RequestSpec],
@@ -310,7 +314,7 @@ async def _job(conn: Connection, session, req: loadgen.Request, job: dict, specs
     stop = asyncio.Event()
     listener = asyncio.create_task(_listen(conn, stop))
     indices = [i for i, _ in job["items"]]
-    due = [at for _, at in job["items"]]
+    due = None if job["concurrency"] is not None else [at for _, at in job["items"]]
 
     def started(rec: RequestRecord) -> None:
         conn.send(("start", rec.index, rec.scheduled_s))

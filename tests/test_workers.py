@@ -1,0 +1,182 @@
+"""Client worker processes (serve/workers.py): the split of a point over N processes, against the fake server (a
+client-side test: it measures the client, not an engine), and through `llmcompare serve-bench` for what a user
+sees: Ctrl-C, SIGTERM and a worker that dies leave no process behind and lose no finished request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import fakeserver
+import pytest
+import yaml
+
+from llmcompare.engines.server import free_port
+from llmcompare.schema.request import RequestSpec
+from llmcompare.schema.run import LoadKey
+from llmcompare.serve import loadgen, workers
+
+
+def test_closed_loop_split_keeps_c_in_flight_over_all_workers():
+    plan = workers.assign(LoadKey(concurrency=5), 23, 2, None)
+    assert sorted(i for w in plan for i, _ in w) == list(range(23))
+    assert workers.shares(5, 2) == [3, 2] and workers.shares(4, 8) == [1, 1, 1, 1, 0, 0, 0, 0]
+    # worker w owns the requests whose slot (i % c) it owns: slots 0, 2, 4 -> worker 0; 1, 3 -> worker 1
+    assert [i for i, _ in plan[1]] == [i for i in range(23) if (i % 5) % 2 == 1]
+
+
+def test_open_loop_schedule_does_not_depend_on_the_worker_count():
+    key = LoadKey(request_rate=20.0)
+    due = loadgen.arrivals(40, 20.0, 1.0, seed=3)
+    for n in (1, 2, 3, 7):
+        got = sorted((i, at) for w in workers.assign(key, 40, n, due) for i, at in w)
+        assert got == list(enumerate(due))
+
+
+def test_auto_picks_workers_from_the_event_rate_and_half_the_cores():
+    keys = [LoadKey(concurrency=c) for c in (1, 64, 256, 512)]
+    # 512 in flight at one chunk per 5 ms: 102,400 events/s, at half of EVENTS_PER_WORKER each
+    want = -(-102400 // (0.5 * workers.EVENTS_PER_WORKER))
+    assert workers.auto_workers(keys, 256, cores=64) == want
+    assert workers.auto_workers(keys, 256, cores=16) == 8  # half the cores: the engine's processes need the rest
+    assert workers.auto_workers(keys, 256, cores=2) == 1
+    assert workers.auto_workers([LoadKey(concurrency=1)], 256, cores=16) == 1
+    assert workers.auto_workers([LoadKey(request_rate=10.0)], 64, cores=16) == 1  # 640 events/s
+
+
+@pytest.fixture
+def fake(tmp_path):
+    port = free_port("127.0.0.1")
+    p = fakeserver.launch(port, "--ttft-ms", "5", "--itl-ms", "5")
+    yield f"http://127.0.0.1:{port}"
+    p.terminate()
+    p.wait()
+
+
+def _req(base: str) -> loadgen.Request:
+    return loadgen.Request(f"{base}/v1/completions", fakeserver.MODEL, {"stream": True, "ignore_eos": True}, 30.0)
+
+
+def _specs(n: int, out: int = 16) -> list[RequestSpec]:
+    return [RequestSpec(f"p{i}", 16, out) for i in range(n)]
+
+
+def test_a_closed_loop_point_over_two_workers_records_every_request(fake):
+    async def main():
+        saved = []
+        with workers.WorkerPool(2, _req(fake)) as pool:
+            floors = await pool.idle_floors()
+            run = await pool.run_point(LoadKey(concurrency=4), _specs(20), on_record=saved.append)
+            return run, saved, floors, [w.proc for w in pool.workers]
+
+    run, saved, floors, procs = asyncio.run(main())
+    assert len(floors) == 2 and all(0 <= f <= loadgen.FLOOR_CAP_MS for f in floors)
+    assert not run.partial and len(run.records) == 20 == len(saved)
+    assert sorted(r.index for r in run.records) == list(range(20)) and all(r.success for r in run.records)
+    assert [w["requests"] for w in run.workers] == [10, 10] and run.client_health()["loop_lag_samples"] > 0
+    # never more than 4 in flight, over both processes (one clock: CLOCK_MONOTONIC)
+    events = sorted([(r.dispatch_s, 1) for r in run.records] + [(r.dispatch_s + r.e2el_ms / 1000, -1)
+                                                                 for r in run.records])
+    level = peak = 0
+    for _, d in events:
+        level += d
+        peak = max(peak, level)
+    assert peak <= 4
+    assert not any(p.is_alive() for p in procs)
+
+
+def test_an_open_loop_point_sends_at_the_global_schedule(fake):
+    key, specs = LoadKey(request_rate=40.0), _specs(16, 4)
+
+    async def main():
+        with workers.WorkerPool(3, _req(fake)) as pool:
+            return await pool.run_point(key, specs, burstiness=1.0, seed=5)
+
+    run = asyncio.run(main())
+    due = loadgen.arrivals(16, 40.0, 1.0, 5)
+    assert sorted((r.index, r.scheduled_s) for r in run.records) == list(enumerate(due))
+    assert all(r.dispatch_s >= r.scheduled_s - 0.001 for r in run.records)
+
+
+def test_a_worker_that_dies_mid_point_cuts_off_its_requests_and_the_point_is_partial(tmp_path):
+    port = free_port("127.0.0.1")
+    p = fakeserver.launch(port, "--ttft-ms", "20", "--itl-ms", "50")  # 64 tokens: 3.2 s a request
+    try:
+        async def main():
+            with workers.WorkerPool(2, _req(f"http://127.0.0.1:{port}")) as pool:
+                victim = pool.workers[1].proc
+                asyncio.get_running_loop().call_later(1.0, os.kill, victim.pid, signal.SIGKILL)
+                run = await pool.run_point(LoadKey(concurrency=4), _specs(8, 64))
+                again = await pool.run_point(LoadKey(concurrency=2), _specs(2, 2))  # the pool replaced it
+                return run, again, [w.proc for w in pool.workers] + [victim]
+
+        run, again, procs = asyncio.run(main())
+    finally:
+        p.terminate()
+        p.wait()
+    assert run.partial and run.notes and run.notes[0].startswith("client worker 1 died")
+    cut = [r for r in run.records if r.cut_off]
+    assert len(cut) >= 2 and all("client worker 1 died" in r.error or "died" in r.error for r in cut)
+    assert run.unfinished == 8 - sum(1 for r in run.records if not r.cut_off)
+    assert not again.partial and len(again.records) == 2
+    assert not any(pr.is_alive() for pr in procs)
+
+
+def _tagged(tag: str) -> list[int]:
+    """Pids of live processes whose environment carries the test's tag (the CLI and everything it started)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if tag.encode() in (d / "environ").read_bytes():
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_mid_point_keeps_what_finished_and_leaves_no_worker(tmp_path, tiny_model, sig):
+    port = free_port("127.0.0.1")
+    server = fakeserver.launch(port, "--ttft-ms", "10", "--itl-ms", "30")
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({
+        "name": "w", "model": {"path": tiny_model},
+        "engines": [{"name": "fake", "kind": "openai", "base_url": f"http://127.0.0.1:{port}"}],
+        "workload": {"input_len": 8, "output_len": 32, "num_prompts": 400},
+        "load": {"concurrency": [8], "warmup_requests": 0, "metrics_interval_s": 0, "client_workers": 2},
+        "output_dir": str(tmp_path / "runs")}))
+    tag = f"LLMC_TEST_{uuid.uuid4().hex}"
+    env = {**os.environ, "LLMC_TEST_TAG": tag}
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "llmcompare.cli", "serve-bench", str(f)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        req = None
+        end = time.monotonic() + 120
+        while time.monotonic() < end and req is None:
+            files = list((tmp_path / "runs").glob("*/fake.requests.jsonl"))
+            if files and len(files[0].read_text().splitlines()) >= 10:
+                req = files[0]
+            time.sleep(0.2)
+        assert req is not None, "no request finished"
+        assert len(_tagged(tag)) >= 3  # the CLI and its two workers
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:
+        server.terminate()
+        server.wait()
+    assert p.returncode == 130, err[-2000:]
+    run = json.loads((req.parent / "run.json").read_text())
+    (pt,) = run["engines"]["fake"]["points"]
+    lines = req.read_text().splitlines()
+    assert pt["status"] == "interrupted" and len(lines) >= 10 and run["status"] == "interrupted"
+    assert all(json.loads(ln)["success"] for ln in lines)
+    time.sleep(0.5)
+    assert _tagged(tag) == []
