@@ -1,4 +1,4 @@
-"""One streamed /v1/completions request, timed chunk by chunk; and the SSE parser it reads with.
+"""One streamed /v1/completions request, timed chunk by chunk (the SSE parser it reads with: serve/sse.py).
 
 Failures (HTTP status, an error event, malformed SSE or JSON, a stream cut short, a timeout) are recorded
 in the RequestRecord, never raised: the load loop must go on and account for them.
@@ -13,55 +13,7 @@ import time
 import aiohttp
 
 from llmcompare.schema.request import RequestRecord, RequestSpec
-
-
-class SSEParser:
-    """Incremental server-sent-events parser (WHATWG rules, the subset OpenAI streams use): feed it bytes as
-    they arrive, at any boundaries, and get back the completed events' data strings."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._data: list[str] = []
-
-    def feed(self, chunk: bytes) -> list[str]:
-        self._buf += chunk
-        events: list[str] = []
-        while True:
-            i_n, i_r = self._buf.find(b"\n"), self._buf.find(b"\r")
-            if i_n < 0 and i_r < 0:
-                break
-            if i_r >= 0 and (i_n < 0 or i_r < i_n):
-                if i_r == len(self._buf) - 1:
-                    break  # a lone \r at the end may be the first half of \r\n: wait for more bytes
-                end, skip = i_r, 2 if self._buf[i_r + 1 : i_r + 2] == b"\n" else 1
-            else:
-                end, skip = i_n, 1
-            line, self._buf = self._buf[:end], self._buf[end + skip :]
-            self._line(line.decode("utf-8", errors="replace"), events)
-        return events
-
-    def _line(self, line: str, events: list[str]) -> None:
-        if line == "":
-            if self._data:
-                events.append("\n".join(self._data))
-                self._data = []
-            return
-        if line.startswith(":"):
-            return  # comment / keep-alive
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-
-    def close(self) -> list[str]:
-        """End of stream: a held-back final \r ends its line; an event not closed by a blank line is dropped,
-        as the spec says."""
-        events: list[str] = []
-        if self._buf.endswith(b"\r"):
-            self._line(self._buf[:-1].decode("utf-8", errors="replace"), events)
-        self._buf, self._data = b"", []
-        return events
+from llmcompare.serve.sse import SSEError, SSEParser
 
 
 def completion_body(model: str, spec: RequestSpec, template: dict) -> dict:
@@ -140,6 +92,9 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict
         return rec
     except aiohttp.ClientError as e:
         rec.error = f"{type(e).__name__}: {e}"
+        return rec
+    except SSEError as e:  # a line past the parser's bound
+        rec.error = str(e)
         return rec
     if not done:
         rec.error = "stream closed before [DONE]"
