@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible streaming server, for the tests and for scripts/client_capacity.py: it answers on a
 known schedule, or misbehaves on purpose (faults a real engine cannot be made to send).
 
-  python tests/fakeserver.py PORT [--mode ok|slow|500|cut|badjson|garbage|bad-shapes|no-newline|endless] [--ttft-ms 2] [--itl-ms 2]
+  python tests/fakeserver.py PORT [--mode ok|slow|500|cut|badjson|garbage|bad-shapes|no-newline|endless|
+                                          metrics-bad-utf8] [--ttft-ms 2] [--itl-ms 2]
                                   [--tokens-per-chunk 1] [--empty-final-chunk] [--cpu CORE]
 
 A bare HTTP/1.1 server on asyncio (keep-alive, chunked transfer, server-sent events), far cheaper per chunk than
@@ -25,7 +26,9 @@ sends lines that are not server-sent events in place of every chunk, then [DONE]
 request (counted from the server's start) ends with BAD_EVENTS[k % len(BAD_EVENTS)] in place of its usage event
 (well-formed JSON of the wrong shape, or JSON nested too deep), then [DONE]. `no-newline`: `data: ` and then
 NO_NEWLINE_BYTES of "a" in 64 KiB chunks, 1 ms apart, without a line end, then the response ends. `endless`: choice
-chunks on the ok schedule past max_tokens, for as long as the client reads.
+chunks on the ok schedule past max_tokens, for as long as the client reads. `metrics-bad-utf8`: streams as ok, and
+GET /metrics answers METRICS_PAGE, whose lines hold bytes that are not UTF-8 (its prefix-cache counters grow by
+100 queries and 25 hits a read).
 """
 
 from __future__ import annotations
@@ -53,7 +56,15 @@ BAD_EVENTS = [
     ("JSON nested 100000 deep", b"[" * 100_000 + b"]" * 100_000),
 ]
 NO_NEWLINE_BYTES = 8 << 20
-MODES = ("ok", "slow", "500", "cut", "badjson", "garbage", "bad-shapes", "no-newline", "endless")
+METRICS_PAGE = (b"# HELP vllm:num_requests_running Number of requests running.\n"
+                b'vllm:num_requests_running{model_name="fake\xff\xfe"} 5\n'  # not UTF-8: the line is skipped
+                b'vllm:num_requests_running{model_name="fake-model"} 2\n'
+                b"vllm:num_requests_waiting 1\n"
+                b"\xc3\x28 vllm:num_requests_waiting 9\n"
+                b"vllm:prefix_cache_queries_total %d\n"
+                b"vllm:prefix_cache_hits_total %d\n"
+                b"vllm:prefix_cache_hits_total{x=\"\xff\"} 1000\n")
+MODES = ("ok", "slow", "500", "cut", "badjson", "garbage", "bad-shapes", "no-newline", "endless", "metrics-bad-utf8")
 PROMPT_TOKENS = 16
 MODEL = "fake-model"
 
@@ -113,6 +124,7 @@ class FakeServer(asyncio.Protocol):
     cfg = Config()
     late_ms: list[float] = []
     streams_started = 0  # requests streamed (bad-shapes picks its event by this)
+    metrics_reads = 0
 
     def connection_made(self, transport) -> None:
         self.t = transport
@@ -158,6 +170,11 @@ class FakeServer(asyncio.Protocol):
                         "max_late_ms": s[-1] if s else 0.0})
             if "reset" in path:
                 FakeServer.late_ms.clear()
+        elif path.startswith("/metrics") and cfg.mode == "metrics-bad-utf8":
+            FakeServer.metrics_reads += 1
+            page = METRICS_PAGE % (100 * FakeServer.metrics_reads, 25 * FakeServer.metrics_reads)
+            self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(page), page))
         elif path.startswith("/v1/models"):
             self.reply({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake",
                                                     "max_model_len": 32768}]})

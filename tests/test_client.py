@@ -1,6 +1,6 @@
 """The client's parsing and recording path (serve/client.py) against malformed and unbounded streams: every
 request ends recorded (a success, or a failure with its reason), nothing is raised, and what it keeps is bounded.
-The same faults through `serve-bench`: test_faults."""
+Also both /metrics readers against a page that is not UTF-8. The same faults through `serve-bench`: test_faults."""
 
 import asyncio
 import json
@@ -8,14 +8,17 @@ import re
 from types import SimpleNamespace
 
 import aiohttp
+import fakeserver  # tests/fakeserver.py
 import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmcompare.engines import prefix_cache
 from llmcompare.engines.server import free_port
 from llmcompare.schema.request import RequestRecord
 from llmcompare.serve import client
+from llmcompare.serve.engine_metrics import MetricsSampler
 
 
 class _Response:
@@ -133,6 +136,36 @@ def test_an_error_response_that_is_not_utf8_or_is_huge_is_recorded():
 
     rec = asyncio.run(main())
     assert rec.status == 500 and rec.error.startswith("HTTP 500: \ufffd") and len(rec.error) <= 310
+
+
+# ---- /metrics that is not UTF-8: both readers ------------------------------------------------------------------
+@pytest.fixture
+def metrics_url():
+    port = free_port()
+    proc = fakeserver.launch(port, "--mode", "metrics-bad-utf8")
+    yield f"http://127.0.0.1:{port}/metrics"
+    proc.terminate()
+    proc.wait()
+
+
+def test_both_metrics_readers_skip_the_lines_that_are_not_utf8(metrics_url):
+    async def main():
+        async with aiohttp.ClientSession() as s:
+            before = await prefix_cache.read(s, metrics_url)
+            async with MetricsSampler(s, metrics_url, 0.01, 0.0) as sampler:
+                await asyncio.sleep(0.2)
+            return before, await prefix_cache.read(s, metrics_url), sampler
+
+    before, after, sampler = asyncio.run(main())
+    assert sampler.samples and sampler.error is None
+    assert all(v == {"num_requests_running": 2.0, "num_requests_waiting": 1.0} for _, v in sampler.samples)
+    assert before == {"queries": 100.0, "hits": 25.0}  # hits{x="\xff"} 1000 is left out
+    assert prefix_cache.delta(before, after).hit_rate == pytest.approx(0.25)
+
+
+def test_a_counter_value_that_is_not_a_number_is_skipped():
+    assert prefix_cache.parse("vllm:prefix_cache_hits_total 1e\nvllm:prefix_cache_queries_total 4\n") == {
+        "queries": 4.0}
 
 
 # ---- property tests: whatever the server sends -------------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_write_error_on_results_ends_the_run_and_keeps_completed_points(tmp_path
     assert first["label"] == "c=1 in=8 out=6" and first["status"] == "complete" and first["metrics"]["completed"] == 4
 
 
-# ---- issue 27: a stream of the wrong shape, or without bounds --------------------------------------------------
+# ---- issue 27: a stream of the wrong shape, without bounds, and /metrics that is not UTF-8 ---------------------
 # what the client records for each of fakeserver.BAD_EVENTS (well-formed JSON of the wrong shape), in that order
 BAD_EVENT_ERRORS = [
     "malformed stream event: choices is an object, not a list",
@@ -188,4 +188,19 @@ def test_a_stream_past_max_tokens_is_cut_off_and_keeps_no_more_timestamps(tmp_pa
     (d,) = (tmp_path / "runs").iterdir()
     lines = [json.loads(x) for x in (d / "stub.requests.jsonl").read_text().splitlines()]
     assert len(lines) == 8 and all(len(r["chunk_ms"]) <= 76 for r in lines)
+
+
+def test_invalid_utf8_in_metrics_skips_the_bad_lines(tmp_path, tiny_model, cli, fault_server):
+    # both readers of /metrics (the gauges sampled during a point, the prefix-cache counters around it)
+    f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai",
+                                         "base_url": fault_server("metrics-bad-utf8")}], metrics_interval_s=0.01)
+    p = serve_bench(cli, f)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = run_json(tmp_path)
+    assert run["status"] == "complete"
+    for pt in run["engines"]["stub"]["points"]:
+        assert pt["status"] == "complete" and pt["metrics"]["completed"] == 4
+        # the line with model_name="fake\xff\xfe" (5 running) and the one starting "\xc3\x28" are left out
+        assert pt["server_metrics"] == {"mean_num_requests_running": 2.0, "mean_num_requests_waiting": 1.0}
+        assert pt["prefix_cache"]["reported"] and pt["prefix_cache"]["hit_rate"] == pytest.approx(0.25)
 
