@@ -204,3 +204,19 @@ def test_invalid_utf8_in_metrics_skips_the_bad_lines(tmp_path, tiny_model, cli, 
         assert pt["server_metrics"] == {"mean_num_requests_running": 2.0, "mean_num_requests_waiting": 1.0}
         assert pt["prefix_cache"]["reported"] and pt["prefix_cache"]["hit_rate"] == pytest.approx(0.25)
 
+
+def test_an_unexpected_error_leaves_run_json_failed_not_running(tmp_path, tiny_model, fault_server, monkeypatch):
+    # a bug (an exception no layer expects) still ends the run on disk: `failed`, with what it was
+    from llmcompare import cli
+    from llmcompare.serve import runner
+
+    def bug(*a, **k):
+        raise TypeError("unsupported operand type(s) for +: 'int' and 'str'")
+
+    monkeypatch.setattr(runner, "bench", bug)
+    f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai", "base_url": fault_server("ok")}])
+    with pytest.raises(TypeError):
+        cli.main(["serve-bench", str(f)])
+    run = run_json(tmp_path)
+    assert run["status"] == "failed" and run["error"].startswith("internal error: TypeError: unsupported operand")
+    assert run["engines"]["stub"]["status"] == "failed"
