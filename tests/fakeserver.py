@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible streaming server, for the tests and for scripts/client_capacity.py: it answers on a
 known schedule, or misbehaves on purpose (faults a real engine cannot be made to send).
 
-  python tests/fakeserver.py PORT [--mode ok|slow|500|cut|badjson|garbage] [--ttft-ms 2] [--itl-ms 2]
+  python tests/fakeserver.py PORT [--mode ok|slow|500|cut|badjson|garbage|bad-shapes|no-newline|endless|
+                                          metrics-bad-utf8] [--ttft-ms 2] [--itl-ms 2]
                                   [--tokens-per-chunk 1] [--empty-final-chunk] [--cpu CORE]
 
 A bare HTTP/1.1 server on asyncio (keep-alive, chunked transfer, server-sent events), far cheaper per chunk than
@@ -21,7 +22,13 @@ them. GET /health and /v1/models answer as vLLM's do.
 
 Faults: `slow` is ok with 50 ms TTFT and ITL unless given; `500` answers HTTP 500 with an error body; `cut`
 closes the connection half-way through the stream; `badjson` sends malformed JSON as the second chunk; `garbage`
-sends lines that are not server-sent events in place of every chunk, then [DONE].
+sends lines that are not server-sent events in place of every chunk, then [DONE]. `bad-shapes`: the k-th
+request (counted from the server's start) ends with BAD_EVENTS[k % len(BAD_EVENTS)] in place of its usage event
+(well-formed JSON of the wrong shape, or JSON nested too deep), then [DONE]. `no-newline`: `data: ` and then
+NO_NEWLINE_BYTES of "a" in 64 KiB chunks, 1 ms apart, without a line end, then the response ends. `endless`: choice
+chunks on the ok schedule past max_tokens, for as long as the client reads. `metrics-bad-utf8`: streams as ok, and
+GET /metrics answers METRICS_PAGE, whose lines hold bytes that are not UTF-8 (its prefix-cache counters grow by
+100 queries and 25 hits a read).
 """
 
 from __future__ import annotations
@@ -37,7 +44,29 @@ import sys
 import time
 import urllib.request
 
-MODES = ("ok", "slow", "500", "cut", "badjson", "garbage")
+# (what is wrong, the event's data): each a class of malformed event the client must record, not raise
+BAD_EVENTS = [
+    ("choices is an object", b'{"choices": {"0": {"index": 0, "text": "x"}}}'),
+    ("choices holds a non-object", b'{"choices": ["x"]}'),
+    ("text is a number", b'{"choices": [{"index": 0, "text": 7, "finish_reason": null}]}'),
+    ("finish_reason is a number", b'{"choices": [{"index": 0, "text": " a", "finish_reason": 1}]}'),
+    ("usage is a string", b'{"choices": [], "usage": "16 tokens"}'),
+    ("token counts are strings", b'{"choices": [], "usage": {"prompt_tokens": "16", "completion_tokens": "6"}}'),
+    ("a token count is negative", b'{"choices": [], "usage": {"prompt_tokens": 16, "completion_tokens": -6}}'),
+    ("an error event", b'{"error": {"message": "injected error event", "type": "fault", "code": 500}}'),
+    ("the event is a list", b"[1, 2]"),
+    ("JSON nested 100000 deep", b"[" * 100_000 + b"]" * 100_000),
+]
+NO_NEWLINE_BYTES = 8 << 20
+METRICS_PAGE = (b"# HELP vllm:num_requests_running Number of requests running.\n"
+                b'vllm:num_requests_running{model_name="fake\xff\xfe"} 5\n'  # not UTF-8: the line is skipped
+                b'vllm:num_requests_running{model_name="fake-model"} 2\n'
+                b"vllm:num_requests_waiting 1\n"
+                b"\xc3\x28 vllm:num_requests_waiting 9\n"
+                b"vllm:prefix_cache_queries_total %d\n"
+                b"vllm:prefix_cache_hits_total %d\n"
+                b"vllm:prefix_cache_hits_total{x=\"\xff\"} 1000\n")
+MODES = ("ok", "slow", "500", "cut", "badjson", "garbage", "bad-shapes", "no-newline", "endless", "metrics-bad-utf8")
 PROMPT_TOKENS = 16
 MODEL = "fake-model"
 
@@ -96,6 +125,8 @@ _STREAMS: dict[tuple, _Stream] = {}  # the bytes of a response depend only on th
 class FakeServer(asyncio.Protocol):
     cfg = Config()
     late_ms: list[float] = []
+    streams_started = 0  # requests streamed (bad-shapes picks its event by this)
+    metrics_reads = 0
 
     def connection_made(self, transport) -> None:
         self.t = transport
@@ -141,6 +172,11 @@ class FakeServer(asyncio.Protocol):
                         "max_late_ms": s[-1] if s else 0.0})
             if "reset" in path:
                 FakeServer.late_ms.clear()
+        elif path.startswith("/metrics") and cfg.mode == "metrics-bad-utf8":
+            FakeServer.metrics_reads += 1
+            page = METRICS_PAGE % (100 * FakeServer.metrics_reads, 25 * FakeServer.metrics_reads)
+            self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(page), page))
         elif path.startswith("/v1/models"):
             self.reply({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake",
                                                     "max_model_len": 32768}]})
@@ -165,6 +201,15 @@ class FakeServer(asyncio.Protocol):
             stream = _STREAMS.get(key) or _STREAMS.setdefault(key, _Stream(cfg, chat, n, usage))
             self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                          b"Transfer-Encoding: chunked\r\n\r\n")
+            FakeServer.streams_started += 1
+            if cfg.mode == "no-newline":
+                return self.drip(b"data: ", b"a" * (64 << 10), NO_NEWLINE_BYTES >> 16, 0.001)
+            if cfg.mode == "endless":
+                return self.loop.call_at(t0 + cfg.ttft_s, self.drip, b"", stream.chunks[0], None, cfg.itl_s)
+            if cfg.mode == "bad-shapes":
+                bad = BAD_EVENTS[(FakeServer.streams_started - 1) % len(BAD_EVENTS)][1]
+                stream = _Stream(cfg, chat, n, usage)
+                stream.tail = b"data: " + bad + b"\n\ndata: [DONE]\n\n"
             m = len(stream.chunks)
             for j in range(m):
                 due = t0 + cfg.ttft_s + j * cfg.itl_s
@@ -172,6 +217,17 @@ class FakeServer(asyncio.Protocol):
         else:
             self.reply({"status": "ok"} if path.startswith("/health") else {"error": {"message": "not found"}},
                        "200 OK" if path.startswith("/health") else "404 Not Found")
+
+    def drip(self, first: bytes, data: bytes, left: int | None, every_s: float) -> None:
+        """Sends `first`, then `data` every `every_s`: `left` times (then ends the response), or while the client
+        reads (None)."""
+        if self.t.is_closing():
+            return
+        if left == 0:
+            self.t.write(b"0\r\n\r\n")
+            return
+        self.t.write(_frame(first + data))
+        self.loop.call_later(every_s, self.drip, b"", data, None if left is None else left - 1, every_s)
 
     def send(self, due: float, stream: _Stream, j: int, m: int) -> None:
         FakeServer.late_ms.append((self.loop.time() - due) * 1000.0)

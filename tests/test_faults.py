@@ -116,3 +116,108 @@ def test_write_error_on_results_ends_the_run_and_keeps_completed_points(tmp_path
     assert run["status"] == "failed"
     first = run["engines"]["stub"]["points"][0]
     assert first["label"] == "c=1 in=8 out=6" and first["status"] == "complete" and first["metrics"]["completed"] == 4
+
+
+# ---- issue 27: a stream of the wrong shape, without bounds, and /metrics that is not UTF-8 ---------------------
+# what the client records for each of fakeserver.BAD_EVENTS (well-formed JSON of the wrong shape), in that order
+BAD_EVENT_ERRORS = [
+    "malformed stream event: choices is an object, not a list",
+    "malformed stream event: choices[0] is a string, not an object",
+    "malformed stream event: choices[0].text is a number, not a string",
+    "malformed stream event: choices[0].finish_reason is a number, not a string or null",
+    "malformed stream event: usage is a string, not an object",
+    "malformed stream event: usage.prompt_tokens is a string ('16'), not a non-negative integer",
+    "malformed stream event: usage.completion_tokens is a number (-6), not a non-negative integer",
+    "error event: injected error event",
+    "unexpected stream event: a list, not an object: '[1, 2]'",
+    "malformed stream event: JSON nested deeper than 32 levels",
+]
+
+
+def serve_bench(cli, f: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=120)
+
+
+def test_events_of_the_wrong_shape_are_each_a_recorded_failure(tmp_path, tiny_model, cli, fault_server):
+    # the k-th request ends with the k-th malformed event: every class is a request's failure, with its reason
+    assert len(BAD_EVENT_ERRORS) == len(fakeserver.BAD_EVENTS)
+    n = len(fakeserver.BAD_EVENTS)
+    f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai", "base_url": fault_server("bad-shapes")}],
+                 concurrency=[1])
+    spec = yaml.safe_load(f.read_text())
+    spec["workload"]["num_prompts"] = n
+    f.write_text(yaml.safe_dump(spec))
+    p = serve_bench(cli, f)
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert f"{n} requests failed" in p.stderr and "Traceback" not in p.stderr
+    run = run_json(tmp_path)
+    assert run["status"] == "complete"
+    (pt,) = run["engines"]["stub"]["points"]
+    assert pt["metrics"]["failed"] == n and pt["metrics"]["completed"] == 0
+    errors = sorted(pt["metrics"]["errors"])
+    assert len(errors) == n and all(pt["metrics"]["errors"][e] == 1 for e in errors)
+    for want in BAD_EVENT_ERRORS:
+        assert sum(e.startswith(want) for e in errors) == 1, (want, errors)
+
+
+def test_a_stream_without_line_ends_is_cut_at_the_line_limit(tmp_path, tiny_model, cli, fault_server):
+    f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai", "base_url": fault_server("no-newline")}])
+    p = serve_bench(cli, f)
+    assert p.returncode == 3, p.stderr[-3000:]
+    run = run_json(tmp_path)
+    assert run["status"] == "complete"
+    for pt in run["engines"]["stub"]["points"]:
+        assert pt["metrics"]["failed"] == 4
+        (msg,) = pt["metrics"]["errors"]
+        assert msg.startswith("an SSE line longer than 1 MiB"), msg
+
+
+def test_a_stream_past_max_tokens_is_cut_off_and_keeps_no_more_timestamps(tmp_path, tiny_model, cli, fault_server):
+    # the server sends choice chunks for as long as the client reads: cut at 2 x 6 + 64 events, not at the timeout
+    f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai", "base_url": fault_server("endless")}],
+                 request_timeout_s=20)
+    t = time.monotonic()
+    p = serve_bench(cli, f)
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert time.monotonic() - t < 60
+    run = run_json(tmp_path)
+    assert run["status"] == "complete"
+    for pt in run["engines"]["stub"]["points"]:
+        assert pt["metrics"]["failed"] == 4
+        (msg,) = pt["metrics"]["errors"]
+        assert msg.startswith("stream cut off: more than 76 events for max_tokens 6"), msg
+    (d,) = (tmp_path / "runs").iterdir()
+    lines = [json.loads(x) for x in (d / "stub.requests.jsonl").read_text().splitlines()]
+    assert len(lines) == 8 and all(len(r["chunk_ms"]) <= 76 for r in lines)
+
+
+def test_invalid_utf8_in_metrics_skips_the_bad_lines(tmp_path, tiny_model, cli, fault_server):
+    # both readers of /metrics (the gauges sampled during a point, the prefix-cache counters around it)
+    f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai",
+                                         "base_url": fault_server("metrics-bad-utf8")}], metrics_interval_s=0.01)
+    p = serve_bench(cli, f)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = run_json(tmp_path)
+    assert run["status"] == "complete"
+    for pt in run["engines"]["stub"]["points"]:
+        assert pt["status"] == "complete" and pt["metrics"]["completed"] == 4
+        # the line with model_name="fake\xff\xfe" (5 running) and the one starting "\xc3\x28" are left out
+        assert pt["server_metrics"] == {"mean_num_requests_running": 2.0, "mean_num_requests_waiting": 1.0}
+        assert pt["prefix_cache"]["reported"] and pt["prefix_cache"]["hit_rate"] == pytest.approx(0.25)
+
+
+def test_an_unexpected_error_leaves_run_json_failed_not_running(tmp_path, tiny_model, fault_server, monkeypatch):
+    # a bug (an exception no layer expects) still ends the run on disk: `failed`, with what it was
+    from llmcompare import cli
+    from llmcompare.serve import runner
+
+    def bug(*a, **k):
+        raise TypeError("unsupported operand type(s) for +: 'int' and 'str'")
+
+    monkeypatch.setattr(runner, "bench", bug)
+    f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai", "base_url": fault_server("ok")}])
+    with pytest.raises(TypeError):
+        cli.main(["serve-bench", str(f)])
+    run = run_json(tmp_path)
+    assert run["status"] == "failed" and run["error"].startswith("internal error: TypeError: unsupported operand")
+    assert run["engines"]["stub"]["status"] == "failed"

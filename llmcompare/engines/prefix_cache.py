@@ -23,13 +23,17 @@ _COUNTER = re.compile(r"^[a-z_]+:prefix_cache_(queries|hits)(?:_total)?(\{[^}]*\
 
 def parse(text: str) -> dict[str, float]:
     """{"queries": tokens, "hits": tokens} summed over label sets (engines, models); {} when absent. Excludes
-    vllm:external_prefix_cache_* (a KV connector's cache): the pattern wants the name right after the colon."""
+    vllm:external_prefix_cache_* (a KV connector's cache): the pattern wants the name right after the colon. A line
+    with bytes that were not UTF-8 (U+FFFD: see read) or a value that is not a number is skipped."""
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if "prefix_cache_" not in line or line.startswith("#"):
+        if "prefix_cache_" not in line or line.startswith("#") or "\ufffd" in line:
             continue
         if m := _COUNTER.match(line):
-            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+            try:
+                out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+            except ValueError:  # the pattern lets "1e" or "+-" through
+                continue
     return out
 
 
@@ -41,7 +45,8 @@ async def read(session, url: str) -> dict[str, float] | str:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as r:
             if r.status != 200:
                 return f"{url}: HTTP {r.status}"
-            return parse(await r.text())
+            # Prometheus' text format is UTF-8: other bytes become U+FFFD and their lines are skipped
+            return parse((await r.read()).decode("utf-8", errors="replace"))
     except (aiohttp.ClientError, TimeoutError) as e:
         return f"{url}: {type(e).__name__}: {e}"
 

@@ -20,11 +20,13 @@ _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Wanted gauges, summed over label sets, keyed by the name without its engine prefix."""
+    """Wanted gauges, summed over label sets, keyed by the name without its engine prefix. A line with bytes
+    that were not UTF-8 (decoded as U+FFFD: see decode_page) is skipped."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         # cheap substring tests first: a /metrics page holds thousands of histogram lines we do not want
-        if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line or "tokens_total" in line):
+        if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line
+                                        or "tokens_total" in line) or "\ufffd" in line:
             continue
         m = _LINE.match(line)
         if not m or not WANTED.match(m.group(1)):
@@ -35,6 +37,12 @@ def parse_prometheus(text: str) -> dict[str, float]:
         except ValueError:
             continue
     return out
+
+
+def decode_page(body: bytes) -> str:
+    """A /metrics page as text: Prometheus' text format is UTF-8; bytes that are not become U+FFFD, and the
+    parsers skip the lines that hold one (engines/prefix_cache.py reads the same way)."""
+    return body.decode("utf-8", errors="replace")
 
 
 class MetricsSampler:
@@ -53,7 +61,7 @@ class MetricsSampler:
                     if r.status == 200:
                         # parsed on the loop (a worker thread would fight the loop for the GIL on every chunk
                         # read, which stalled a 2-core machine for 100s of ms); parse_prometheus is kept cheap
-                        vals = parse_prometheus(await r.text())
+                        vals = parse_prometheus(decode_page(await r.read()))
                         if vals:
                             self.samples.append((time.perf_counter() - self.t0, vals))
                     else:

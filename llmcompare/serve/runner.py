@@ -153,6 +153,9 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
     except (ServerError, log.EngineFallbackError, ScenarioError, OSError, RuntimeError) as ex:
         rf.finish("failed", str(ex))
         raise RunFailed(str(ex), rf.dir) from None
+    except Exception as ex:  # a bug: run.json says so, not `running`; the traceback is kept for the report of it
+        rf.finish("failed", f"internal error: {type(ex).__name__}: {ex}")
+        raise
     rf.finish("complete")
     print(summary(run), file=sys.stderr)
     return rf.dir
