@@ -114,8 +114,9 @@ def main() -> None:
             for n in a.workers:  # interleaved: drift of the machine hits every worker count alike
                 rows.append(point(base, n, c))
                 r = rows[-1]
-                print(f"workers {n} c={c}: {r['events_per_s']:,.0f} events/s, added p99 ITL error "
-                      f"{r['added_p99_itl_error_ms']:.2f} ms, loop lag p99 {r['loop_lag_p99_ms']:.2f} ms", flush=True)
+                print(f"workers {n} c={c}: {r['completed']}/{r['requests']} ok, {r['events_per_s']:,.0f} events/s, "
+                      f"added p99 ITL error {r['added_p99_itl_error_ms']} ms, loop lag p99 {r['loop_lag_p99_ms']} ms",
+                      flush=True)
     finally:
         srv.terminate()
         srv.wait()
@@ -134,6 +135,7 @@ def main() -> None:
         ratio = result["ratio_to_first"][n]
         print(f"{n:>7} | {v or 0:>12,.0f} | {ratio:.2f}" if ratio else f"{n:>7} | none sustained |")
     print(f"median loop lag p99 {statistics.median([r['loop_lag_p99_ms'] or 0 for r in rows]):.2f} ms")
+    print(json.dumps({"sustained_events_per_s": summary}))
 
 
 if __name__ == "__main__":

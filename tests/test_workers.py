@@ -112,7 +112,8 @@ def test_a_worker_that_dies_mid_point_cuts_off_its_requests_and_the_point_is_par
         async def main():
             with workers.WorkerPool(2, _req(f"http://127.0.0.1:{port}")) as pool:
                 victim = pool.workers[1].proc
-                asyncio.get_running_loop().call_later(1.0, os.kill, victim.pid, signal.SIGKILL)
+                await pool.idle_floors()  # both workers up (a loaded machine spawns slowly)
+                asyncio.get_running_loop().call_later(1.5, os.kill, victim.pid, signal.SIGKILL)
                 run = await pool.run_point(LoadKey(concurrency=4), _specs(8, 64))
                 again = await pool.run_point(LoadKey(concurrency=2), _specs(2, 2))  # the pool replaced it
                 return run, again, [w.proc for w in pool.workers] + [victim]

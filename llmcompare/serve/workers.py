@@ -106,12 +106,17 @@ class WorkerPool:
         return self
 
     def _spawn(self, w: int) -> _Worker:
-        parent, child = self.ctx.Pipe(duplex=True)
-        p = self.ctx.Process(target=worker_main, args=(child, self.req, w), name=f"llmcompare-client-{w}",
-                             daemon=True)
+        # one pipe each way: an event loop that watches a pipe's fd (uvloop) makes it non-blocking, and a send on
+        # it would then fail when the pipe is full (BlockingIOError, seen on the H200 at 40k events/s); each side
+        # watches only the end it reads and writes on the other, blocking, end
+        down_r, down_w = self.ctx.Pipe(duplex=False)  # parent -> worker
+        up_r, up_w = self.ctx.Pipe(duplex=False)  # worker -> parent
+        p = self.ctx.Process(target=worker_main, args=(_Duplex(down_r, up_w), self.req, w),
+                             name=f"llmcompare-client-{w}", daemon=True)
         p.start()
-        child.close()
-        return _Worker(w, p, parent)
+        down_r.close()
+        up_w.close()
+        return _Worker(w, p, _Duplex(up_r, down_w))
 
     def __exit__(self, *exc) -> None:
         for wk in self.workers:
@@ -257,6 +262,29 @@ class _Point:
             h = loadgen.lag_summary(lags)
             self.run_.workers.append({"worker": wk.index, "requests": len(self.plan[wk.index]), **h,
                                       **({"died": wk.dead} if wk.dead else {})})
+
+
+class _Duplex:
+    """Two one-way pipes as one connection: recv/poll/fileno on the reading end, send on the writing end."""
+
+    def __init__(self, reader: Connection, writer: Connection):
+        self.reader, self.writer = reader, writer
+
+    def recv(self):
+        return self.reader.recv()
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self.reader.poll(timeout)
+
+    def fileno(self) -> int:
+        return self.reader.fileno()
+
+    def send(self, obj) -> None:
+        self.writer.send(obj)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.writer.close()
 
 
 async def _recv(conn: Connection, timeout_s: float | None = None):
