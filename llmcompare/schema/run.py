@@ -211,7 +211,7 @@ class PointResult:
     engine_counters: EngineCounters | None = None  # the engine's own token rates beside the client's
     failures_allowed: bool = False  # load.allow_failures when it was measured (older files: not allowed)
     # request lines of this attempt in <engine>.requests.jsonl, counted when the run is read for a report
-    # (schema/files.count_request_lines); None: not counted (not saved in run.json)
+    # by whatever reads it for a verdict; None: not counted (not saved in run.json; no reader counts them yet)
     requests_on_file: int | None = None
 
     @classmethod
