@@ -104,11 +104,13 @@ def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts:
 
 
 def outcome(run_dir: Path) -> tuple[int, int]:
-    """(failed requests, untrusted points) of a finished run: what the exit code reports."""
+    """(failed requests, untrusted cells) of a finished run: what the exit code reports. Only the last attempt of
+    each (engine, point, repeat) counts: an attempt measured again (the runner's retry, or `--resume --redo`) is
+    superseded by the later one."""
 
     run = load_run(run_dir)
-    pts = [p for e in run.engines.values() for p in e.points]
-    return sum(p.metrics.failed for p in pts if p.metrics), sum(p.status == "untrusted" for p in pts)
+    last = [e.point(i, r) for e in run.engines.values() for i, r in dict.fromkeys((p.index, p.repeat) for p in e.points)]
+    return sum(p.metrics.failed for p in last if p.metrics), sum(p.status == "untrusted" for p in last)
 
 
 def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None, resume: str | None = None,
