@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from llmcompare.schema.files import open_for_write
+
 
 class ProcessTimeout(RuntimeError):
     pass
@@ -58,7 +60,7 @@ class OwnedProcess:
         self.started = 0.0
 
     def __enter__(self) -> OwnedProcess:
-        self._log = open(self.log_path, "w")
+        self._log = open_for_write(self.log_path, "w")  # never through a link planted in the run directory
         try:
             self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=self.env,
                                          stdin=subprocess.DEVNULL, start_new_session=True)

@@ -16,6 +16,8 @@ import urllib.request
 from pathlib import Path
 
 from llmcompare.engines.process import group_alive
+from llmcompare.errors import ResultsWriteError
+from llmcompare.schema.files import open_for_write
 
 
 class ServerError(RuntimeError):
@@ -112,7 +114,10 @@ class ServerProcess:
             raise ServerError(f"{self.name}: port {self.port} on {self.host} is already in use; "
                               "free it or leave the engine's port unset to get a free one")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        try:
+            self._log = open_for_write(self.log_path, "ab")  # never through a link planted in the run directory
+        except ResultsWriteError as e:
+            raise ServerError(f"{self.name}: {e}") from None
         self._log.write(("$ " + " ".join(self.cmd) + "\n").encode())
         self._log.flush()
         try:

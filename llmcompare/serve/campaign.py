@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from llmcompare.engines import registry
 from llmcompare.errors import ResultsReadError, ScenarioError
-from llmcompare.schema.files import RunFile, load_run
+from llmcompare.schema.files import RunFile, load_run, planted_links
 from llmcompare.schema.run import EngineRecord, LoadKey, ServeRun, now
 from llmcompare.schema.scenario import Scenario
 from llmcompare.serve.loadgen import LoadPoint
@@ -252,6 +252,10 @@ def saved_run(run_dir: str, s: Scenario) -> ServeRun:
         raise ScenarioError(f"--resume {run_dir}: {e}") from None
     if not isinstance(run, ServeRun):
         raise ScenarioError(f"--resume {run_dir}: a kernel-bench run; only serve-bench runs can be resumed")
+    links = planted_links(run.dir)
+    if links:
+        raise ScenarioError(f"--resume {run_dir}: {', '.join(links)} is a symbolic link; no file of a run directory "
+                            "is one, and llmcompare writes none through a link: remove it (or start a new run)")
     resume_check(s, run, run_dir)
     return run
 
