@@ -225,9 +225,11 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     if n_rough:
         line += (f"; rough: {ROUGH_TPOT_S * 1000:.0f} ms per output token, prompts at "
                  f"{ROUGH_PREFILL_TOK_PER_S:,.0f} tok/s, warm-ups not counted")
-    if s.load.capacity:
-        line += (f"; then per engine a capacity search of up to {s.load.capacity.max_probes} probes x "
-                 f"{s.load.repeats} repeat(s), not in this estimate")
+    if cap := s.load.capacity:  # its first probe, at min_rate (scenario/rules.py bounds it), sends n requests
+        first_s = max(s.workload.num_prompts, math.ceil(cap.min_rate * s.load.min_duration_s)) / cap.min_rate
+        line += (f"; then per engine a capacity search of up to {cap.max_probes} probes x {s.load.repeats} "
+                 f"repeat(s), not in this estimate (the first probe, at {cap.min_rate:g} req/s, about "
+                 f"{_hms(first_s)} a repeat)")
     return prog, line
 
 
