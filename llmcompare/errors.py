@@ -17,3 +17,7 @@ class ResultsReadError(ValueError):
 
 class ScenarioError(ValueError):
     """A scenario file or override is invalid; the message names the field and what is valid."""
+
+
+class RunDirInUse(ValueError):
+    """Another llmcompare holds the run directory's lock; the message names the directory and its pid."""

@@ -54,6 +54,15 @@ def test_outside_the_range_says_so():
     assert probes[-1].rate == 64
 
 
+def test_no_usable_probe_is_said_not_a_crash():
+    # on a loaded machine every repeat of the first probe can be untrusted: no probe, and the search ended with
+    # a TypeError formatting None (found by issue 27 item 10)
+    res = capacity.assess([])
+    assert (res.lo, res.hi) == (None, None)
+    assert res.text() == "not known: no probe had a usable repeat (complete and trusted)"
+    assert capacity.next_rate(CAP, []) == CAP.min_rate  # asked again: the search stops on a rate it has tried
+
+
 def test_failed_requests_at_the_upper_end_give_the_bracket():
     res = capacity.assess([Probe(4, [0.5, 0.5]), Probe(8, [math.inf, 2.0])])
     assert (res.lo, res.hi, res.estimate, res.low, res.high) == (4, 8, 4, 4, 8)

@@ -82,3 +82,43 @@ def test_qwen25_32b_preset_config_and_shapes():
         ("qkv", 7168, 5120), ("o", 5120, 5120), ("gate_up", 55296, 5120), ("down", 5120, 27648)]
     lin = checkpoint.linear_shapes(checkpoint.PRESETS["qwen2.5-32b"])
     assert lin["self_attn.k_proj"] == (1024, 5120) and lin["mlp.down_proj"] == (5120, 27648)
+
+
+# ---- where make-model writes (issue 27 item 8) ----------------------------------------------------------------
+def _make_model(cli, out, *args):
+    import subprocess
+
+    return subprocess.run([*cli, "make-model", str(out), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_make_model_refuses_a_directory_that_is_not_its_own_checkpoint_of_the_preset(tmp_path, cli):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"theirs": true}')
+    (other / "model-00001-of-00002.safetensors").write_bytes(b"x")
+    p = _make_model(cli, other)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert f"error: make-model: {other} is not empty and is not a complete make-model checkpoint" in p.stderr
+    assert (other / "config.json").read_text() == '{"theirs": true}' and not (other / "model.safetensors").exists()
+    assert sorted(x.name for x in other.iterdir()) == ["config.json", "model-00001-of-00002.safetensors"]
+
+    mine = tmp_path / "mine"
+    assert _make_model(cli, mine).returncode == 0
+    assert _make_model(cli, mine, "--seed", "1").returncode == 0  # its own checkpoint, same preset: made again
+    p = _make_model(cli, mine, "--preset", "qwen2.5-0.5b")
+    assert p.returncode == 2 and f"{mine} holds a make-model checkpoint of preset 'tiny', not 'qwen2.5-0.5b'" in p.stderr
+    (mine / "model.safetensors").unlink()  # half made: not complete
+    assert _make_model(cli, mine).returncode == 2
+
+
+def test_make_model_under_a_file_or_on_a_read_only_path_is_a_clear_error(tmp_path, cli):
+    f = tmp_path / "f"
+    f.write_text("")
+    p = _make_model(cli, f / "m")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert f"error: make-model: {f / 'm'}: {f} is not a directory" in p.stderr
+    p = _make_model(cli, f)
+    assert p.returncode == 2 and f"error: make-model: {f} is a file" in p.stderr
+    p = _make_model(cli, "/sys/llmcompare-test/m")  # sysfs: not writable, root or not
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "error: make-model: cannot write the checkpoint to /sys/llmcompare-test/m" in p.stderr

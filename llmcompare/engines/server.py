@@ -1,5 +1,6 @@
 """A served engine as a context manager (after vLLM's benchmark ServerProcess): it owns its process group,
-logs to a file, waits until the server answers, notices when it dies, and leaves nothing running behind.
+logs to a file, waits until the server answers, notices when it dies, and leaves nothing running behind: not
+even when llmcompare itself is killed (kill -9), as a watchdog (process.Leash) then stops the group.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from llmcompare.engines.process import group_alive
+from llmcompare.engines.process import Leash, group_alive
+from llmcompare.errors import ResultsWriteError
+from llmcompare.schema.files import open_for_write
 
 
 class ServerError(RuntimeError):
@@ -112,16 +115,26 @@ class ServerProcess:
             raise ServerError(f"{self.name}: port {self.port} on {self.host} is already in use; "
                               "free it or leave the engine's port unset to get a free one")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        try:
+            self._log = open_for_write(self.log_path, "ab")  # never through a link planted in the run directory
+        except ResultsWriteError as e:
+            raise ServerError(f"{self.name}: {e}") from None
         self._log.write(("$ " + " ".join(self.cmd) + "\n").encode())
         self._log.flush()
+        try:
+            self._leash = Leash(self.starting_stop_timeout_s)  # stops the group if llmcompare is killed (-9 too)
+        except OSError as e:
+            self._log.close()
+            raise ServerError(f"{self.name}: cannot start the watchdog of its process group: {e}") from None
         try:
             # start_new_session: the server and every process it forks share one group we can signal
             self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
+            self._leash.release()
             self._log.close()
             raise ServerError(f"{self.name}: cannot start {self.cmd[0]!r}: {e}") from None
+        self._leash.hold(self.proc.pid)
         self._t0 = time.monotonic()
         try:
             self._wait_ready()
@@ -224,6 +237,7 @@ class ServerProcess:
             pass
         if not self._log.closed:
             self._log.close()
+        self._leash.release(gone=not self._group_alive(pgid))
         if announce:
             left = "" if not self._group_alive(pgid) else f"; some of its processes (group {pgid}) are still there"
             say(f"{self.name}: server stopped ({time.monotonic() - t0:.1f} s){left}")

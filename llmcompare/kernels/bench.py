@@ -23,7 +23,7 @@ from llmcompare.expand import resolve
 from llmcompare.kernels.in_engine import collectives
 from llmcompare.models.shapes import hidden_size, layers, unique_shapes
 from llmcompare.schema.codec import record
-from llmcompare.schema.files import new_run_dir, write_json
+from llmcompare.schema.files import new_run_dir, open_for_write, write_json
 from llmcompare.schema.kernel_run import KernelPoint, KernelRun
 from llmcompare.schema.run import now
 from llmcompare.schema.scenario import Scenario
@@ -77,7 +77,7 @@ def groups(s: Scenario) -> dict[str, list[str]]:
 
 
 def write_csv(path: Path, points: list[KernelPoint]) -> None:
-    with open(path, "w", newline="") as f:
+    with open_for_write(path, "w") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         for p in points:

@@ -198,7 +198,18 @@ def make_model(out_dir: str | Path, preset: str = "tiny", quant: str = "none", d
             if k % group_size or n % 8:
                 raise ValueError(f"{name}: K={k} must be a multiple of group_size {group_size} and N={n} of 8")
     out = Path(out_dir).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out, preset)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _write(out, preset, shape, quant, dtype, seed, group_size)
+    except OSError as e:
+        where = f" ({e.filename})" if e.filename else ""
+        raise ValueError(f"make-model: cannot write the checkpoint to {out}{where}: {e.strerror or e}; give a "
+                         "writable directory (it is created if missing)") from None
+    return out
+
+
+def _write(out: Path, preset: str, shape: Shape, quant: str, dtype: str, seed: int, group_size: int) -> None:
     rng = np.random.default_rng(seed)
     write_safetensors(out / "model.safetensors.partial", _tensors(shape, quant, dtype, group_size, rng))
     (out / "config.json").write_text(json.dumps(config_json(shape, quant, dtype, group_size), indent=2))
@@ -208,10 +219,39 @@ def make_model(out_dir: str | Path, preset: str = "tiny", quant: str = "none", d
     a.write_tokenizer(out)
     # the weights file appears under its final name last: a directory with model.safetensors is complete
     (out / "model.safetensors.partial").rename(out / "model.safetensors")
-    (out / "llmcompare-model.json").write_text(json.dumps(
+    (out / MARKER).write_text(json.dumps(
         {"preset": preset, "shape": asdict(shape), "quant": quant, "dtype": dtype, "seed": seed,
          "group_size": group_size, "weights": "random"}, indent=2))
-    return out
+
+
+MARKER = "llmcompare-model.json"  # what make-model made, written last
+
+
+def check_out_dir(out: Path, preset: str) -> None:
+    """make-model writes into a new or empty directory, or over a complete make-model checkpoint of the same
+    preset (made again); anything else (another model's files, a half-written checkpoint, a file) is refused, as
+    writing there would mix two checkpoints. Raises ValueError naming the path and what is valid."""
+    above = next((p for p in out.parents if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        raise ValueError(f"make-model: {out}: {above} is not a directory, so the checkpoint cannot be made there; "
+                         "give a directory (it is created if missing)")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ValueError(f"make-model: {out} is a file, not a directory; give a new or empty directory")
+    if not any(out.iterdir()):
+        return
+    try:
+        made = json.loads((out / MARKER).read_text())
+    except (OSError, ValueError):
+        made = None
+    if made is None or not is_complete(out):
+        raise ValueError(f"make-model: {out} is not empty and is not a complete make-model checkpoint; writing "
+                         "there would mix two checkpoints (config, tokenizer, weight shards): give a new or empty "
+                         "directory, or remove this one")
+    if made.get("preset") != preset:
+        raise ValueError(f"make-model: {out} holds a make-model checkpoint of preset {made.get('preset')!r}, not "
+                         f"{preset!r}; give a new or empty directory, or remove this one")
 
 
 def is_complete(path: str | Path) -> bool:

@@ -3,17 +3,20 @@ schema/build.py): each error names the field, the bad value and what is valid.""
 
 from __future__ import annotations
 
-import math
-
 from llmcompare.engines.environments import check_venv
 from llmcompare.engines.gemm_backends import UnknownBackend, backend
 from llmcompare.engines.launch import check_degree, check_prefix_cache, check_tensor_parallel
 from llmcompare.engines.registry import ENGINES
 from llmcompare.errors import ScenarioError
 from llmcompare.scenario import rules
-from llmcompare.schema.build import _positive, check_name
+from llmcompare.schema.build import bounded, check_name
 from llmcompare.schema.scenario import GENERATED, SLO_METRICS, Capacity, Engine, Profile, Scenario
-from llmcompare.workload.checks import check_workload
+from llmcompare.workload.checks import MAX_PROMPTS, MAX_TOKENS, check_workload
+
+# Every number of a scenario is finite and in a stated range (build.bounded): none the time estimate cannot honour
+DAY_S = 86400.0  # a timeout, a duration: a day at most
+MIN_RATE, MAX_RATE = 0.01, 1e6  # req/s: a probe or point at MIN_RATE sends a request every 100 s
+MAX_CONCURRENCY = 100_000
 
 
 def validate(s: Scenario) -> Scenario:
@@ -55,7 +58,7 @@ def _check_engines(s: Scenario) -> None:
             _venv(w, e)
         if e.port is not None and not 0 < e.port < 65536:
             raise ScenarioError(f"{w}.port: must be in 1..65535, got {e.port}")
-        _positive(f"{w}.startup_timeout_s", e.startup_timeout_s)
+        bounded(f"{w}.startup_timeout_s", e.startup_timeout_s, 1, DAY_S, "s")
         if not 0 <= e.nice <= 19:
             raise ScenarioError(f"{w}.nice: must be in 0..19 (a lower priority than the client's), got {e.nice}")
         if e.gemm_backend is not None:
@@ -71,22 +74,22 @@ def _check_load(s: Scenario) -> None:
     if not ld.concurrency and not ld.request_rate and not ld.capacity:
         raise ScenarioError("load: give at least one of concurrency (a list of integers), request_rate or capacity")
     for i, c in enumerate(ld.concurrency):
-        _positive(f"load.concurrency[{i}]", c)
+        bounded(f"load.concurrency[{i}]", c, 1, MAX_CONCURRENCY, "requests in flight")
     for i, r in enumerate(ld.request_rate):
-        _positive(f"load.request_rate[{i}]", r)
-    _positive("load.burstiness", ld.burstiness)
+        bounded(f"load.request_rate[{i}]", r, MIN_RATE, MAX_RATE, "req/s", inf="every request at once")
+    bounded("load.burstiness", ld.burstiness, 0.01, 100, "(gamma shape; 1 is Poisson)", inf="a regular schedule")
     if ld.max_concurrency is not None:
-        _positive("load.max_concurrency", ld.max_concurrency)
-    _positive("load.warmup_requests", ld.warmup_requests, allow_zero=True)
-    _positive("load.request_timeout_s", ld.request_timeout_s)
-    _positive("load.metrics_interval_s", ld.metrics_interval_s, allow_zero=True)
-    _positive("load.repeats", ld.repeats)
-    _positive("load.min_duration_s", ld.min_duration_s, allow_zero=True)
+        bounded("load.max_concurrency", ld.max_concurrency, 1, MAX_CONCURRENCY, "requests in flight")
+    bounded("load.warmup_requests", ld.warmup_requests, 0, MAX_PROMPTS)
+    bounded("load.request_timeout_s", ld.request_timeout_s, 0.1, DAY_S, "s")
+    bounded("load.metrics_interval_s", ld.metrics_interval_s, 0.05, 3600, "s", zero_is_off=True)
+    bounded("load.repeats", ld.repeats, 1, 1000)
+    bounded("load.min_duration_s", ld.min_duration_s, 0.01, DAY_S, "s", zero_is_off=True)
     if ld.min_duration_s and wl.dataset not in GENERATED:  # a file dataset is shared out before the run
         raise ScenarioError(f"load.min_duration_s: needs a generated workload.dataset ({', '.join(GENERATED)}: a "
                             f"file's points have fixed sizes); got dataset {wl.dataset}")
-    _positive("load.max_prompts_per_point", ld.max_prompts_per_point)
-    _positive("load.max_attempts", ld.max_attempts)
+    bounded("load.max_prompts_per_point", ld.max_prompts_per_point, 1, MAX_PROMPTS)
+    bounded("load.max_attempts", ld.max_attempts, 1, 100)
     if ld.client_workers != "auto" and not (isinstance(ld.client_workers, int) and 1 <= ld.client_workers <= 256):
         raise ScenarioError(f"load.client_workers: {ld.client_workers!r} is not valid; valid: auto, or an integer "
                             "from 1 to 256 (client processes)")
@@ -98,7 +101,7 @@ def _check_load(s: Scenario) -> None:
     for name in ("ttft_ms", "tpot_ms", "e2el_ms"):
         v = getattr(s.slo, name)
         if v is not None:
-            _positive(f"slo.{name}", v)
+            bounded(f"slo.{name}", v, 0.001, DAY_S * 1000, "ms")
     for i, p in enumerate(s.percentiles):
         if not 0 < p < 100:
             raise ScenarioError(f"percentiles[{i}]: must be in (0, 100), got {p}")
@@ -109,15 +112,16 @@ def _check_load(s: Scenario) -> None:
 def _check_kernel_bench(s: Scenario) -> None:
     kb = s.kernel_bench
     for i, m in enumerate(kb.m):
-        _positive(f"kernel_bench.m[{i}]", m)
+        bounded(f"kernel_bench.m[{i}]", m, 1, MAX_TOKENS, "tokens")
     for i, b in enumerate(kb.backends):
         _backend(f"kernel_bench.backends[{i}]", b)
     if len(set(kb.backends)) != len(kb.backends):
         raise ScenarioError(f"kernel_bench.backends: {kb.backends} names a backend twice")
     for b in kb.python:
         _backend(f"kernel_bench.python[{b!r}]", b)
-    _positive("kernel_bench.rep_ms", kb.rep_ms)
-    _positive("kernel_bench.timeout_s", kb.timeout_s)
+    bounded("kernel_bench.rep_ms", kb.rep_ms, 1, 60_000, "ms")
+    bounded("kernel_bench.timeout_s", kb.timeout_s, 1, DAY_S, "s")
+    bounded("kernel_bench.group_size", kb.group_size, 1, 4096)
     for i, nk in enumerate(kb.extra_shapes):
         if len(nk) != 2 or min(nk) <= 0:
             raise ScenarioError(f"kernel_bench.extra_shapes[{i}]: expected [N, K] with N, K > 0, got {nk}")
@@ -149,7 +153,9 @@ def check(cap: Capacity, slo, percentiles: list[float], cells: list, restart: bo
     if cap.slo_percentile not in percentiles:
         raise ScenarioError(f"{where}.slo_percentile: {cap.slo_percentile:g} is not among percentiles "
                             f"{[float(p) for p in percentiles]}; add it there")
-    if not 0 < cap.min_rate < cap.max_rate or math.isinf(cap.max_rate):
+    bounded(f"{where}.min_rate", cap.min_rate, MIN_RATE, MAX_RATE, "req/s")
+    bounded(f"{where}.max_rate", cap.max_rate, MIN_RATE, MAX_RATE, "req/s")
+    if not cap.min_rate < cap.max_rate:
         raise ScenarioError(f"{where}: needs 0 < min_rate < max_rate (finite), got min_rate {cap.min_rate:g}, "
                             f"max_rate {cap.max_rate:g}")
     if not 0 < cap.tolerance < 1:
@@ -159,8 +165,7 @@ def check(cap: Capacity, slo, percentiles: list[float], cells: list, restart: bo
                             "output_len, x prefix_len x num_prefixes for shared-prefix): give single values")
     if restart:
         raise ScenarioError(f"{where}: cannot be combined with load.restart_between_repeats (one server per search)")
-    if cap.max_probes < 2:
-        raise ScenarioError(f"{where}.max_probes: at least 2, got {cap.max_probes}")
+    bounded(f"{where}.max_probes", cap.max_probes, 2, 1000)
 
 
 def check_profile(p: Profile, concurrency: list[int], input_lens: list[int], output_lens: list[int]) -> None:
@@ -174,7 +179,5 @@ def check_profile(p: Profile, concurrency: list[int], input_lens: list[int], out
                                 f"load.concurrency ({', '.join(map(str, concurrency)) or 'none'})")
     if len(set(p.points)) != len(p.points):
         raise ScenarioError(f"profile.points: {p.points} names a point twice")
-    if not p.seconds > 0:
-        raise ScenarioError(f"profile.seconds: must be > 0, got {p.seconds}")
-    if p.telemetry_interval_ms < 0:
-        raise ScenarioError(f"profile.telemetry_interval_ms: must be >= 0 (0: off), got {p.telemetry_interval_ms}")
+    bounded("profile.seconds", p.seconds, 0.01, 60, "s (a capture window)")
+    bounded("profile.telemetry_interval_ms", p.telemetry_interval_ms, 10, 60_000, "ms", zero_is_off=True)

@@ -113,6 +113,12 @@ def check_name(where: str, name: str) -> None:
                             f"allowed: {NAME_RULE}")
 
 
-def _positive(where: str, v: float, allow_zero: bool = False) -> None:
-    if v < 0 or (v == 0 and not allow_zero):
-        raise ScenarioError(f"{where}: must be {'>= 0' if allow_zero else '> 0'}, got {v}")
+def bounded(where: str, v: float, lo: float, hi: float, unit: str = "", zero_is_off: bool = False,
+            inf: str = "") -> None:
+    """`v` finite and in lo..hi (`unit` after the range), or 0 where zero_is_off, or .inf where `inf` says what it
+    means; else an error naming the field, the value and the valid range. NaN is never valid."""
+    if (zero_is_off and v == 0) or (inf and v == math.inf) or (math.isfinite(v) and lo <= v <= hi):
+        return
+    valid = f"{lo:g}..{hi:g}" + (f" {unit}" if unit else "") + (", or 0 (off)" if zero_is_off else "") \
+        + (f", or .inf ({inf})" if inf else "")
+    raise ScenarioError(f"{where}: must be in {valid}, got {v}")

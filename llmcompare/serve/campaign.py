@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from llmcompare.engines import registry
 from llmcompare.errors import ResultsReadError, ScenarioError
-from llmcompare.schema.files import RunFile, load_run
+from llmcompare.schema.files import RunFile, load_run, planted_links
 from llmcompare.schema.run import EngineRecord, LoadKey, ServeRun, now
 from llmcompare.schema.scenario import Scenario
 from llmcompare.serve.loadgen import LoadPoint
@@ -225,9 +225,11 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     if n_rough:
         line += (f"; rough: {ROUGH_TPOT_S * 1000:.0f} ms per output token, prompts at "
                  f"{ROUGH_PREFILL_TOK_PER_S:,.0f} tok/s, warm-ups not counted")
-    if s.load.capacity:
-        line += (f"; then per engine a capacity search of up to {s.load.capacity.max_probes} probes x "
-                 f"{s.load.repeats} repeat(s), not in this estimate")
+    if cap := s.load.capacity:  # its first probe, at min_rate (scenario/rules.py bounds it), sends n requests
+        first_s = max(s.workload.num_prompts, math.ceil(cap.min_rate * s.load.min_duration_s)) / cap.min_rate
+        line += (f"; then per engine a capacity search of up to {cap.max_probes} probes x {s.load.repeats} "
+                 f"repeat(s), not in this estimate (the first probe, at {cap.min_rate:g} req/s, about "
+                 f"{_hms(first_s)} a repeat)")
     return prog, line
 
 
@@ -252,6 +254,10 @@ def saved_run(run_dir: str, s: Scenario) -> ServeRun:
         raise ScenarioError(f"--resume {run_dir}: {e}") from None
     if not isinstance(run, ServeRun):
         raise ScenarioError(f"--resume {run_dir}: a kernel-bench run; only serve-bench runs can be resumed")
+    links = planted_links(run.dir)
+    if links:
+        raise ScenarioError(f"--resume {run_dir}: {', '.join(links)} is a symbolic link; no file of a run directory "
+                            "is one, and llmcompare writes none through a link: remove it (or start a new run)")
     resume_check(s, run, run_dir)
     return run
 

@@ -24,7 +24,10 @@ async def search(b, measure) -> Result:
           f"{cap.max_rate:g}, then bisection to {cap.tolerance:.0%}; at most {cap.max_probes} probes of "
           f"{s.load.repeats} repeat(s)", file=sys.stderr)
     tried: set[float] = set()
-    while (rate := next_rate(cap, probes_of(rec, s.load.max_concurrency, s.slo, q))) is not None and rate not in tried:
+    while (rate := next_rate(cap, probes_of(rec, s.load.max_concurrency, s.slo, q))) is not None:
+        if rate in tried:  # measured, but no repeat of it is usable: the search cannot go on from it
+            print(f"{b.engine}: capacity search stops: the probe at {rate:g} req/s has no usable repeat", file=sys.stderr)
+            break
         tried.add(rate)
         key = LoadKey(request_rate=rate, max_concurrency=s.load.max_concurrency, **cell._asdict())
         on_file = {p.key: p.index for e in b.rf.run.engines.values() for p in e.points}

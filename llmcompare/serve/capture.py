@@ -26,7 +26,7 @@ from pathlib import Path
 from llmcompare.analysis import steady
 from llmcompare.engines.server import ServerError
 from llmcompare.profile.timeline import analyze
-from llmcompare.schema.files import RunFile, append_jsonl
+from llmcompare.schema.files import RunFile, append_jsonl, open_for_write
 from llmcompare.schema.profile import ProfileRecord, TraceFile
 from llmcompare.schema.run import LoadKey, now
 from llmcompare.serve import loadgen
@@ -137,7 +137,7 @@ class Capture:
 def _keep_trace(src: Path, dst: Path, tf: TraceFile, anchor: str | None) -> None:
     """The trace gzipped into the run directory (the raw one removed) and its per-step analysis, into `tf`."""
     tf.json_bytes = src.stat().st_size
-    with open(src, "rb") as fi, gzip.open(dst, "wb", compresslevel=6) as fo:
+    with open(src, "rb") as fi, open_for_write(dst, "wb") as raw, gzip.open(raw, "wb", compresslevel=6) as fo:
         shutil.copyfileobj(fi, fo, 1 << 20)
     src.unlink()
     tf.file = dst.name

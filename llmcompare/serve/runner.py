@@ -16,7 +16,7 @@ from llmcompare.engines.launch import arg_max_len
 from llmcompare.engines.server import ServerError, ServerProcess, free_port, served_models
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import resolve
-from llmcompare.schema.files import RunFile, load_run, new_run_dir
+from llmcompare.schema.files import RunFile, RunLock, load_run, new_run_dir
 from llmcompare.schema.run import ServeRun, now
 from llmcompare.schema.scenario import Engine, Scenario
 from llmcompare.serve import campaign, capture
@@ -104,39 +104,53 @@ def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts:
 
 
 def outcome(run_dir: Path) -> tuple[int, int]:
-    """(failed requests, untrusted points) of a finished run: what the exit code reports."""
+    """(failed requests, untrusted cells) of a finished run: what the exit code reports. Only the last attempt of
+    each (engine, point, repeat) counts: an attempt measured again (the runner's retry, or `--resume --redo`) is
+    superseded by the later one."""
 
     run = load_run(run_dir)
-    pts = [p for e in run.engines.values() for p in e.points]
-    return sum(p.metrics.failed for p in pts if p.metrics), sum(p.status == "untrusted" for p in pts)
+    last = [e.point(i, r) for e in run.engines.values() for i, r in dict.fromkeys((p.index, p.repeat) for p in e.points)]
+    return sum(p.metrics.failed for p in last if p.metrics), sum(p.status == "untrusted" for p in last)
 
 
 def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = None, resume: str | None = None,
                 redo: str | None = None) -> Path:
     """resume: a run directory to continue (serve/campaign.py); redo: campaign.REDO, finished cells to measure again.
-    `s` as loaded: it is resolved here (expand.py) and run.json records it as written."""
+    `s` as loaded: it is resolved here (expand.py) and run.json records it as written. The run directory is
+    locked (files.RunLock) for the run's life: a resume before its files are read, a new one once it is made."""
     s = resolve(s, engine_names)
-    chosen = [s.engine(n) for n in engine_names] if engine_names else s.engines
-    saved = campaign.saved_run(resume, s) if resume else None
-    model_path = prepare_model(s)
-    prompts = Prompts(s.workload, load_tokenizer(s.model.tokenizer or model_path))
-    plan = campaign.stable_plan(run_plan(s), saved)
-    camp = Campaign(plan, campaign.cells_to_do(s, plan, [e.name for e in chosen], saved, redo),
-                    prompt_blocks(s, prompts, sorted(plan, key=lambda p: p.index)))
-    for e in chosen:  # before any server starts: what the engines' own arguments tell
-        check_lengths(e, *arg_max_len(e), s, prompts)
-    cfg = Path(model_path) / "config.json"
-    host = host_info(max(e.tensor_parallel or 1 for e in chosen))
-    if saved:
-        rf = campaign.reopen(saved, argv, camp.todo, host, s.to_dict())
-    else:
-        rf = RunFile(new_run_dir(s.output_dir, s.name), ServeRun(
-            created_at=now(), argv=argv, host=host, scenario=s.to_dict(),
-            model_config=json.loads(cfg.read_text()) if cfg.exists() else None))
-    run = rf.run
-    print(f"run directory: {rf.dir}", file=sys.stderr)
-    camp.progress, line = campaign.estimate(s, camp, saved)
-    print(line, file=sys.stderr)
+    with contextlib.ExitStack() as held:
+        if resume and Path(resume).exists():  # one that is not there: saved_run says so
+            held.enter_context(RunLock(Path(resume) if Path(resume).is_dir() else Path(resume).parent))
+        chosen = [s.engine(n) for n in engine_names] if engine_names else s.engines
+        saved = campaign.saved_run(resume, s) if resume else None
+        model_path = prepare_model(s)
+        prompts = Prompts(s.workload, load_tokenizer(s.model.tokenizer or model_path))
+        plan = campaign.stable_plan(run_plan(s), saved)
+        camp = Campaign(plan, campaign.cells_to_do(s, plan, [e.name for e in chosen], saved, redo),
+                        prompt_blocks(s, prompts, sorted(plan, key=lambda p: p.index)))
+        for e in chosen:  # before any server starts: what the engines' own arguments tell
+            check_lengths(e, *arg_max_len(e), s, prompts)
+        cfg = Path(model_path) / "config.json"
+        host = host_info(max(e.tensor_parallel or 1 for e in chosen))
+        if saved:
+            rf = campaign.reopen(saved, argv, camp.todo, host, s.to_dict())
+        else:
+            d = new_run_dir(s.output_dir, s.name)
+            held.enter_context(RunLock(d))
+            rf = RunFile(d, ServeRun(created_at=now(), argv=argv, host=host, scenario=s.to_dict(),
+                                     model_config=json.loads(cfg.read_text()) if cfg.exists() else None))
+        print(f"run directory: {rf.dir}", file=sys.stderr)
+        camp.progress, line = campaign.estimate(s, camp, saved)
+        print(line, file=sys.stderr)
+        _run_engines(s, rf, chosen, model_path, prompts, camp)
+        print(summary(rf.run), file=sys.stderr)
+        return rf.dir
+
+
+def _run_engines(s: Scenario, rf: RunFile, chosen: list[Engine], model_path: str, prompts: Prompts,
+                 camp: Campaign) -> None:
+    """Every chosen engine in turn; run.json says how the run ended (complete, interrupted, failed)."""
     try:
         for e in chosen:
             try:
@@ -157,6 +171,3 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
         rf.finish("failed", f"internal error: {type(ex).__name__}: {ex}")
         raise
     rf.finish("complete")
-    print(summary(run), file=sys.stderr)
-    return rf.dir
-

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from llmcompare.schema.files import open_for_write
 from llmcompare.schema.telemetry import Sample, TelemetrySummary
 
 QUERY = "index,timestamp,clocks.sm,power.draw,memory.used"
@@ -123,7 +124,7 @@ class Telemetry:
         """Appends the samples (one gzip member per point, tagged) and returns the summary; `metrics`: the
         point's (for J per output token), None when it has no figures."""
         if self.samples:
-            with gzip.open(path, "at") as f:
+            with open_for_write(path, "ab") as raw, gzip.open(raw, "at") as f:
                 for x in self.samples:
                     f.write(json.dumps({**tag, **dataclasses.asdict(x)}) + "\n")
         return self.summary(metrics.total_output_tokens if metrics else None)

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from llmcompare.engines import environments
 from llmcompare.engines.environments import EnvSpec, installed_version, location, python_of, resolve_python
-from llmcompare.errors import SetupError
+from llmcompare.errors import ScenarioError, SetupError
 
 
 # ---- making one -----------------------------------------------------------------------------------------------
@@ -33,12 +34,16 @@ class Step:
         return shlex.join(self.argv) if self.argv else self.what
 
 
-def installer() -> str:
-    """uv when it is on PATH, pip otherwise (LLMCOMPARE_INSTALLER=uv|pip chooses)."""
+def installer(asked: str | None = None) -> str:
+    """`asked` (setup --installer), else LLMCOMPARE_INSTALLER=uv|pip, else uv when it is on PATH and pip otherwise.
+    uv asked for but not on PATH is an error (never a plan that cannot run)."""
     forced = os.environ.get("LLMCOMPARE_INSTALLER")
-    if forced in ("uv", "pip"):
-        return forced
-    return "uv" if shutil.which("uv") else "pip"
+    tool = asked or (forced if forced in ("uv", "pip") else None)
+    if tool == "uv" and not shutil.which("uv"):
+        by = "setup --installer uv" if asked else "LLMCOMPARE_INSTALLER=uv"
+        raise ScenarioError(f"{by}: uv is not on PATH (PATH={os.environ.get('PATH', '')}); install uv "
+                            "(https://docs.astral.sh/uv/), or use pip: --installer pip")
+    return tool or ("uv" if shutil.which("uv") else "pip")
 
 
 def add_dist_info(python: Path | str, name: str, version: str) -> Path:
@@ -104,8 +109,7 @@ def _run(steps: list[Step], target: Path, out: TextIO) -> None:
         except OSError as e:
             raise SetupError(f"{step.what}: cannot run {step.argv[0]}: {e}") from None
         if rc and step.check:
-            raise SetupError(f"{step.what} failed (exit {rc}): {step}\nThe environment at {target} is incomplete: "
-                             "fix the cause above and run the same setup again (it goes on from there).")
+            raise SetupError(f"{step.what} failed (exit {rc}): {step}")
 
 
 def _validate(spec: EnvSpec, target: Path) -> str:
@@ -121,25 +125,56 @@ def _validate(spec: EnvSpec, target: Path) -> str:
 
 def setup(spec: EnvSpec, target: Path | None = None, python: str | None = None, tool: str | None = None,
           dry_run: bool = False, out: TextIO = sys.stderr) -> Made:
-    """Makes (or finds, valid, and keeps) the environment of `spec`; see the module's docstring."""
+    """Makes (or finds, valid, and keeps) the environment of `spec`; see the module's docstring. A setup that
+    fails removes the environment it made, or marks one that was there before (environments.FAILED)."""
     target = Path(target) if target else location(spec)
+    tool = installer(tool)
+    failed_before = (target / environments.FAILED).exists()
     found = installed_version(python_of(target), spec.package.dist) if python_of(target).exists() else None
-    if found == spec.expected_version:
+    if found == spec.expected_version and not failed_before:
         return Made(spec, target, "present", found)
-    steps = plan(spec, target, python or getattr(sys, "_base_executable", sys.executable), tool or installer())
+    steps = plan(spec, target, python or getattr(sys, "_base_executable", sys.executable), tool)
     if dry_run:
         return Made(spec, target, "planned", found, steps=steps)
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one setup of an environment at a time
-        t0 = time.monotonic()
-        _run(steps, target, out)
-        version = _validate(spec, target)
+        existed, t0 = target.exists(), time.monotonic()
+        try:
+            _run(steps, target, out)
+            version = _validate(spec, target)
+        except BaseException as e:
+            note = _undo(spec, target, existed, e, out)
+            if isinstance(e, SetupError):
+                raise SetupError(f"{e}\n{note}") from None
+            raise
+        (target / environments.FAILED).unlink(missing_ok=True)
         seconds = time.monotonic() - t0
         (target / "llmcompare-env.json").write_text(json.dumps(
-            {"spec": spec.spec, "package": spec.package.pypi, "version": version, "installer": tool or installer(),
+            {"spec": spec.spec, "package": spec.package.pypi, "version": version, "installer": tool,
              "made_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(seconds, 1)}, indent=1) + "\n")
     return Made(spec, target, "made", version, seconds)
+
+
+def _undo(spec: EnvSpec, target: Path, existed: bool, e: BaseException, out: TextIO) -> str:
+    """After a failed setup: the environment it made is removed; one that was there before is marked as failed,
+    so that a scenario naming it says to run the setup again. Returns what was done, for the error."""
+    path = f" --path {target}" if target != location(spec) else ""
+    again = f"run the same setup again (`llmcompare setup {spec.spec}{path}`)"
+    if not existed:
+        shutil.rmtree(target, ignore_errors=True)
+        note = f"{target} was removed (this setup had made it); fix the cause above and {again}."
+    else:
+        mark = {"spec": spec.spec, "error": str(e)[-2000:] or type(e).__name__,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        try:
+            (target / environments.FAILED).write_text(json.dumps(mark, indent=1) + "\n")
+        except OSError:
+            pass
+        note = (f"The environment at {target} is incomplete, and marked so ({environments.FAILED}): a scenario "
+                f"naming it says so; fix the cause above and {again}.")
+    print(note, file=out, flush=True)
+    return note
 
 
 def describe(m: Made) -> str:

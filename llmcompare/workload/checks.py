@@ -7,7 +7,7 @@ import os
 
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import expand
-from llmcompare.schema.build import _positive
+from llmcompare.schema.build import bounded
 from llmcompare.schema.scenario import EXACT_LENGTHS, Workload, _axis
 from llmcompare.workload import hf, synthetic
 
@@ -23,9 +23,15 @@ def check_workload(wl: Workload) -> None:
     _prefix_axes(wl)
     synthetic.check(wl)
     hf.check(wl)
-    _positive("workload.num_prompts", wl.num_prompts)
-    _positive("workload.prompts_per_concurrency", wl.prompts_per_concurrency, allow_zero=True)
-    _positive("workload.temperature", wl.temperature, allow_zero=True)
+    bounded("workload.num_prompts", wl.num_prompts, 1, MAX_PROMPTS, "requests per load point")
+    bounded("workload.prompts_per_concurrency", wl.prompts_per_concurrency, 1, 10_000, "waves", zero_is_off=True)
+    bounded("workload.temperature", wl.temperature, 0, 10)
+
+
+MAX_PROMPTS = 10_000_000  # requests in one load point at most (load.max_prompts_per_point too)
+
+
+MAX_TOKENS = 10_000_000  # a length in tokens at most (no engine accepts a context this long)
 
 
 def _grid_axis(where: str, v: int | list[int], dataset: str, what: str = "a length in tokens") -> None:
@@ -36,6 +42,7 @@ def _grid_axis(where: str, v: int | list[int], dataset: str, what: str = "a leng
     for i, x in enumerate(xs):
         if x < 1:
             raise ScenarioError(f"{where}{f'[{i}]' if isinstance(v, list) else ''}: must be >= 1 ({what}), got {x}")
+        bounded(f"{where}{f'[{i}]' if isinstance(v, list) else ''}", x, 1, MAX_TOKENS, f"({what})")
     if len(set(xs)) != len(xs):
         raise ScenarioError(f"{where}: {xs} lists a value twice; each grid cell must be distinct")
     if len(xs) > 1 and dataset not in EXACT_LENGTHS:
