@@ -194,7 +194,7 @@ def test_a_stream_past_max_tokens_is_cut_off_and_keeps_no_more_timestamps(tmp_pa
 def test_invalid_utf8_in_metrics_skips_the_bad_lines(tmp_path, tiny_model, cli, fault_server):
     # both readers of /metrics (the gauges sampled during a point, the prefix-cache counters around it)
     f = scenario(tmp_path, tiny_model, [{"name": "stub", "kind": "openai",
-                                         "base_url": fault_server("metrics-bad-utf8")}], metrics_interval_s=0.01)
+                                         "base_url": fault_server("metrics-bad-utf8")}], metrics_interval_s=0.05)
     p = serve_bench(cli, f)
     assert p.returncode == 0, p.stderr[-3000:]
     run = run_json(tmp_path)
