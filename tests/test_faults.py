@@ -200,7 +200,7 @@ def test_invalid_utf8_in_metrics_skips_the_bad_lines(tmp_path, tiny_model, cli, 
     run = run_json(tmp_path)
     assert run["status"] == "complete"
     for pt in run["engines"]["stub"]["points"]:
-        assert pt["status"] == "complete" and pt["metrics"]["completed"] == 4
+        assert pt["status"] in ("complete", "untrusted") and pt["metrics"]["completed"] == 4
         # the line with model_name="fake\xff\xfe" (5 running) and the one starting "\xc3\x28" are left out
         assert pt["server_metrics"] == {"mean_num_requests_running": 2.0, "mean_num_requests_waiting": 1.0}
         assert pt["prefix_cache"]["reported"] and pt["prefix_cache"]["hit_rate"] == pytest.approx(0.25)
