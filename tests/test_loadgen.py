@@ -126,7 +126,7 @@ def run_rate_point(tmp_path, tiny_model, cli, url, **load) -> list[dict]:
         "load": {"concurrency": [], "warmup_requests": 0, "metrics_interval_s": 0, **load},
         "output_dir": str(tmp_path / "runs")}))
     p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.returncode in (0, 4), p.stderr[-2000:]  # 4: a point untrusted (a loaded machine); not the subject
     (d,) = (tmp_path / "runs").iterdir()
     recs = [json.loads(ln) for ln in (d / "fake.requests.jsonl").read_text().splitlines()]
     last = max(r.get("attempt", 1) for r in recs)  # a point measured again keeps only its last attempt here

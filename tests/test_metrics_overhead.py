@@ -34,7 +34,9 @@ def test_sampling_on_and_off_share_one_server_and_alternate(tmp_path, vllm_py, t
     assert said == [("vllm-cpu+metrics", "1"), ("vllm-cpu-metrics", "1"), ("vllm-cpu-metrics", "2"),
                     ("vllm-cpu+metrics", "2")], p.stderr[-3000:]
     last = {(name, pt["repeat"]): pt for name, e in run["engines"].items() for pt in e["points"]}  # last attempts
-    assert len(last) == 4 and all(pt["status"] == "complete" and pt["metrics"]["completed"] == 4 for pt in last.values())
+    # untrusted: a loaded machine's client could not time it (not this test's subject)
+    assert len(last) == 4 and all(pt["status"] in ("complete", "untrusted") and pt["metrics"]["completed"] == 4
+                                  for pt in last.values())
     assert on["points"][0]["server_metrics"] and not off["points"][0]["server_metrics"]  # sampled, and not
     sampled = {json.loads(x)["repeat"] for x in (d / "vllm-cpu+metrics.metrics.jsonl").read_text().splitlines()}
     assert sampled == {0, 1} and not (d / "vllm-cpu-metrics.metrics.jsonl").exists()

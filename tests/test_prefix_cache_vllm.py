@@ -25,20 +25,22 @@ def test_shared_prefix_hit_rate_with_the_prefix_cache_on_and_off(tmp_path, vllm_
     f = tmp_path / "prefix.yaml"
     f.write_text(yaml.safe_dump(s))
     p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.returncode in (0, 4), p.stderr[-3000:]  # 4: a point untrusted (a loaded machine); not the subject
     (d,) = (tmp_path / "runs").iterdir()
     run = json.loads((d / "run.json").read_text())
     on, off = run["engines"]["on"], run["engines"]["off"]
     assert "--enable-prefix-caching" in on["command"] and "--no-enable-prefix-caching" in off["command"]
-    assert [p["label"] for p in on["points"]] == ["c=2 in=16 out=4 prefix=256x2", "c=2 in=16 out=4 prefix=512x2"]
+    # the last attempt of each point (on a loaded machine an untrusted point is measured again)
+    last = {name: list({p["index"]: p for p in run["engines"][name]["points"]}.values()) for name in ("on", "off")}
+    assert [p["label"] for p in last["on"]] == ["c=2 in=16 out=4 prefix=256x2", "c=2 in=16 out=4 prefix=512x2"]
     for name in ("on", "off"):
         reqs = [json.loads(x) for x in (d / f"{name}.requests.jsonl").read_text().splitlines()]
-        for pt, plen in zip(run["engines"][name]["points"], (256, 512), strict=True):
+        for pt, plen in zip(last[name], (256, 512), strict=True):
             assert pt["metrics"]["completed"] == 6 and pt["prefix_len"] == plen
             # the engine's own count of each request's prompt: this cell's prefix and 16 tokens of its own
             assert {r["prompt_tokens"] for r in reqs if r["point"] == pt["index"]} == {plen + 16}, name
-    for c_on, c_off, plen in zip([p["prefix_cache"] for p in on["points"]],
-                                 [p["prefix_cache"] for p in off["points"]], (256, 512), strict=True):
+    for c_on, c_off, plen in zip([p["prefix_cache"] for p in last["on"]],
+                                 [p["prefix_cache"] for p in last["off"]], (256, 512), strict=True):
         # the warm-up saw both prefixes; each measured request finds its prefix (of plen + 16) in the cache
         assert c_on["reported"] and c_on["queries_tokens"] >= 6 * plen and c_on["hit_rate"] > 0.5, c_on
         assert c_off["hit_rate"] in (None, 0.0) and not c_off["hits_tokens"], c_off

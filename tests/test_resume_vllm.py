@@ -48,7 +48,11 @@ def test_an_interrupted_run_resumes_and_adds_a_point(tmp_path, vllm_py, tiny_mod
     assert p.returncode in (0, 4), p.stderr[-3000:]  # 4: the client could not time a point (it says why)
     assert p.stdout.strip() == str(d) and len(list((tmp_path / "runs").iterdir())) == 1
     assert f"resuming {d}: {len(before)} point results on file, 2 cells to do" in p.stderr
-    assert "time estimate: 2 cells to do" in p.stderr and "0 from this run's measured durations, 2 a rough" in p.stderr
+    # the cut cell's duration is known only if an attempt of it finished before the cut (on a loaded machine the
+    # first can finish untrusted before the second is cut); the new point's never
+    measured = int(any(q["index"] == 1 and q["metrics"] and q["metrics"]["duration_s"] for q in before))
+    assert "time estimate: 2 cells to do" in p.stderr
+    assert f"{measured} from this run's measured durations, {2 - measured} a rough" in p.stderr
     assert "progress: 1 of 2 cells done" in p.stderr and "progress: 2 of 2 cells done" in p.stderr
     run = json.loads((d / "run.json").read_text())
     assert run["status"] == "complete" and len(run["resumed"]) == 1 and "--resume" in run["resumed"][0]["argv"]
@@ -69,12 +73,14 @@ def test_an_interrupted_run_resumes_and_adds_a_point(tmp_path, vllm_py, tiny_mod
         assert q["status"] in ("complete", "untrusted") and len(mine) == q["num_prompts"] == q["metrics"]["completed"]
     assert sum(r["point"] == 0 for r in reqs) == sum(q["metrics"]["completed"] for q in before if q["index"] == 0)
 
-    t = time.monotonic()  # again: nothing left to do, no server started
+    # again: nothing left to do, no server started (said, and counted: not a wall-clock bound a loaded machine
+    # may not meet)
     p = subprocess.run([*cli, "serve-bench", str(f), "--resume", str(d)], capture_output=True, text=True, timeout=300)
     assert p.returncode in (0, 4), p.stderr[-3000:]
     assert "vllm-cpu: every cell is done already" in p.stderr and "starting" not in p.stderr
-    assert "time estimate: 0 cells to do" in p.stderr and time.monotonic() - t < 60
-    assert json.loads((d / "run.json").read_text())["engines"]["vllm-cpu"]["points"] == eng["points"]
+    assert "time estimate: 0 cells to do" in p.stderr
+    again = json.loads((d / "run.json").read_text())["engines"]["vllm-cpu"]
+    assert again["points"] == eng["points"] and again["starts"] == eng["starts"]
 
     data["workload"]["output_len"] = 64  # not the same scenario: refused before anything starts
     f.write_text(yaml.safe_dump(data))

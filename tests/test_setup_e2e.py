@@ -30,7 +30,7 @@ def test_demo_finds_its_environment_by_name_and_serves_a_hub_model(tmp_path, vll
     p = subprocess.run([*cli, "serve-bench", "demo", "--num-prompts", "4", "--concurrency", "2",
                         "--output-dir", str(tmp_path / "runs"), "--set", f"model.path={REPO}", "load.warmup_requests=1"],
                        capture_output=True, text=True, timeout=900, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.returncode in (0, 4), p.stderr[-3000:]  # 4: a point untrusted (a loaded machine); not the subject
     (d,) = (tmp_path / "runs").iterdir()
     eng = json.loads((d / "run.json").read_text())["engines"]["vllm-cpu"]
     cmd = eng["command"]  # (after any prefix llmcompare puts before the engine's own command line)

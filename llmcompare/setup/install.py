@@ -20,6 +20,7 @@ from typing import TextIO
 from llmcompare.engines import environments
 from llmcompare.engines.environments import EnvSpec, installed_version, location, python_of, resolve_python
 from llmcompare.errors import ScenarioError, SetupError
+from llmcompare.expand import expand
 
 
 # ---- making one -----------------------------------------------------------------------------------------------
@@ -191,4 +192,5 @@ def require(engines: list, names: list[str] | None = None) -> None:
     """Every chosen engine's `venv` is there, before any server starts (else the error names the setup command)."""
     for i, e in enumerate(engines):
         if e.venv and (not names or e.name in names):
-            resolve_python(e.venv, f"engines[{i}].venv (engine {e.name})")
+            where = f"engines[{i}].venv (engine {e.name})"
+            resolve_python(expand(e.venv, where), where)  # as written: `${LLMCOMPARE_VLLM_PYTHON:-vllm-cpu}`
