@@ -52,7 +52,7 @@ def test_hook_toggles_capture_in_torch_processes_only(tmp_path, vllm_py):
         time.sleep(0.5)
         cap.stop(started)
         (tmp_path / "run").mkdir()
-        traces = cap.collect(RunFile(tmp_path / "run", ServeRun()), "e", 0, started)
+        traces = asyncio.run(cap.collect(RunFile(tmp_path / "run", ServeRun()), "e", 0, started))
         os.kill(sleeper, 0)  # still alive: SIGUSR2 did not kill it
         assert proc.poll() is None
     finally:

@@ -8,6 +8,7 @@ CUTLASS conventions):
               (`Marlin<...>`, `marlin...`), AWQ's `awq_gemm...`/`gemm_forward_4bit...`
   gemm        every other matrix multiply: cuBLAS (`sm90_xmma_gemm...`, `nvjet...`, `cublasLt...`, `ampere_..gemm`),
               CUTLASS (`cutlass...gemm`, `Kernel2<...gemm`), lm_head and fp16 projections; on CPU `aten::mm`/`addmm`
+              and vLLM CPU's `_C::onednn_mm`
   attention   flash/paged/decode attention: `flash`, `fmha`, `attention`, `paged`, `mha`, `xqa`, `decode_kernel`,
               FlashInfer's `BatchDecode`/`BatchPrefill`, and the KV-cache writes (`reshape_and_cache...`, TurboMind's
               `ProcessKV...`, `flattenKV...`)
@@ -35,7 +36,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "attention": (r"flash", r"fmha", r"attention", r"attn", r"paged", r"\bmha", r"xqa", r"decode_kernel",
                   r"batchdecode", r"batchprefill", r"reshape_and_cache", r"processkv", r"flattenkv"),
     "gemm": (r"gemm", r"nvjet", r"xmma", r"cublas", r"cutlass", r"aten::mm\b", r"aten::addmm", r"aten::bmm",
-             r"aten::matmul", r"aten::linear", r"sgemm", r"hgemm", r"_mm_"),
+             r"aten::matmul", r"aten::linear", r"sgemm", r"hgemm", r"_mm_", r"onednn_mm"),
     "sampling": (r"sampl", r"topk", r"top_k", r"top_p", r"argmax", r"softmax", r"multinomial", r"gumbel",
                  r"exponential"),
     "norm_act": (r"rms", r"norm", r"silu", r"gelu", r"act_and_mul", r"rotary", r"rope", r"elementwise",
