@@ -82,7 +82,7 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from llmcompare.report import build
 
-    out = build.build_report(a.runs, a.out, a.baseline, a.references, a.figures)
+    out = build.build_report(a.runs, a.out, a.baseline, a.references, a.figures, a.cross_machine)
     print(out)
     return 0
 
@@ -126,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--baseline", help="engine the gaps are measured against (default: the first vLLM engine)")
     rp.add_argument("--figures", default="auto", choices=["auto", "whole"],
                     help="verdict figures: steady-state windows where both engines have them (auto), or whole points")
+    rp.add_argument("--cross-machine", action="store_true",
+                    help="give verdicts between engines not shown to be measured on one machine (refused by default; "
+                         "each verdict then says so)")
     rp.add_argument("--references", metavar="SCENARIO", help="also overlay the published references of this scenario")
     rp.set_defaults(func=cmd_report)
 

@@ -154,13 +154,13 @@ def prefix_report(tmp_path_factory):
     runs = [two_prefix_run(t, VLLM, {768: 0.75, 256: 0.5}),
             two_prefix_run(t, TURBOMIND, {768: 0.25, 256: 0.125})]
     out = t / "report"
-    build_report([str(r) for r in runs], str(out), figures="whole")
+    build_report([str(r) for r in runs], str(out), figures="whole", cross_machine=True)
     return out, [load_run(r) for r in runs]
 
 
 def test_the_map_keeps_cells_that_differ_only_in_the_prefix_apart(prefix_report):
     out, (vllm, tm) = prefix_report
-    rows = verdict.compare(tm.engines["turbomind"], vllm.engines["vllm"], figures="whole")
+    rows = verdict.compare(tm.engines["turbomind"], vllm.engines["vllm"], figures="whole", cross_machine=True)
     wm = win_map.win_map("turbomind", "vllm", rows)
     assert wm.rows == ["in=256 out=256 prefix=256x4", "in=256 out=256 prefix=768x4"]
     # every cell with a verdict is in the map; the rest are the points left out whole (an untrusted first attempt)

@@ -24,7 +24,7 @@ def profiled_run(tmp_path_factory, vllm_py, tiny_model, cli_argv):
                       "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"},
                       "nice": 10, "startup_timeout_s": 400}],
          "workload": {"dataset": "random", "input_len": 64, "output_len": 64, "num_prompts": 12, "seed": 3},
-         "load": {"concurrency": [3], "warmup_requests": 1, "max_attempts": 1},
+         "load": {"concurrency": [3, 2], "warmup_requests": 1, "max_attempts": 1},  # c=2: the next point (its prompts)
          "profile": {"points": [3], "seconds": 1.0},
          "output_dir": str(tmp / "runs")}
     f = tmp / "prof.yaml"
@@ -60,6 +60,9 @@ def test_traces_of_the_engine_processes_are_kept_and_listed(profiled_run):
     assert 0.0 <= prof.delay_s <= statistics.median(e2el_s) + 0.5
     assert not [w for w in prof.warnings if "first token" in w], prof.warnings
     assert prof.window_in_flight == 3 and prof.window_prefill_share is not None
+    # its own prompts: the engine's prefix cache hit none of them (a pass once re-sent the next point's prompts)
+    assert prof.prefix_cache.reported and prof.prefix_cache.queries_tokens > 0, prof.prefix_cache
+    assert prof.prefix_cache.hits_tokens == 0, prof.prefix_cache
     assert 0.0 <= prof.window_prefill_share <= 1.0
     roles = {t.role: t for t in prof.traces}
     assert "api-server" in roles and roles["api-server"].pid == e.pid  # the server's own process
@@ -86,13 +89,13 @@ def test_traces_of_the_engine_processes_are_kept_and_listed(profiled_run):
 def test_the_profiled_pass_is_not_among_the_points_figures(profiled_run):
     run, _ = profiled_run
     e = run.engines["vllm-cpu"]
-    assert [(p.index, p.repeat, p.attempt) for p in e.points] == [(0, 0, 1)]
+    assert [(p.index, p.repeat, p.attempt) for p in e.points] == [(0, 0, 1), (1, 0, 1)]
     measured = read_jsonl(f"{run.dir}/vllm-cpu.requests.jsonl")
-    assert len(measured) == e.points[0].num_prompts == e.points[0].metrics.completed
+    assert len(measured) == sum(p.num_prompts for p in e.points) == sum(p.metrics.completed for p in e.points)
     profiled = read_jsonl(f"{run.dir}/vllm-cpu.profile.requests.jsonl")
     assert len(profiled) == e.profiles[0].requests == 12
     # the measured point started and finished before the profiled pass did
-    assert e.points[0].finished_at <= e.profiles[0].started_at
+    assert e.points[-1].finished_at <= e.profiles[0].started_at
     # no nvidia-smi here: telemetry says so, without an error
     t = e.points[0].telemetry
     assert t is not None and not t.available and t.why_not == "nvidia-smi not on PATH"

@@ -156,7 +156,8 @@ def test_kernel_facts_and_served_gemm_choices_of_the_h200_runs(tmp_path):
     run["engines"]["turbomind"] |= {"gemm_choices": choices, "env": {"TM_GEMM_VERBOSE": "1"}}
     (tm / "run.json").write_text(json.dumps(run))
     out = build_report([str(tm), str(H200 / "qwen-awq-h200-20261202-163315"),
-                        str(H200 / "kernels-qwen-awq-h200-20261202-163848")], str(tmp_path / "r"))
+                        str(H200 / "kernels-qwen-awq-h200-20261202-163848")], str(tmp_path / "r"),
+                       cross_machine=True)  # two runs: the machine is not recorded as one
     md = (out / "report.md").read_text()
     assert "turbomind (0.18.0) [instrumented: TM_GEMM_VERBOSE]" in md  # next to the engine, in the verdict
     assert "turbomind: TM_GEMM_VERBOSE=1 in its env: lmdeploy 0.18.0 prints one line per GEMM" in md
@@ -186,9 +187,9 @@ def test_a_kernel_run_with_lm_head_enters_the_attribution(tmp_path):
     k.mkdir()
     (k / "run.json").write_text(json.dumps(run))
     serve = [str(H200 / "qwen-awq-h200-20261202-162119"), str(H200 / "qwen-awq-h200-20261202-163315")]
-    with_head = (build_report(serve + [str(k)], str(tmp_path / "a")) / "report.md").read_text()
-    without = (build_report(serve + [str(H200 / "kernels-qwen-awq-h200-20261202-163848")], str(tmp_path / "b"))
-               / "report.md").read_text()
+    with_head = (build_report(serve + [str(k)], str(tmp_path / "a"), cross_machine=True) / "report.md").read_text()
+    without = (build_report(serve + [str(H200 / "kernels-qwen-awq-h200-20261202-163848")], str(tmp_path / "b"),
+                             cross_machine=True) / "report.md").read_text()
     assert "lm_head measured (cuBLAS fp16, added to every engine)" in with_head
     assert "lm_head not measured: left out" in without
     a = md_rows(with_head.split("## Attribution", 1)[1], "engine")

@@ -22,7 +22,8 @@ RUNS = [GRID / "qwen-awq-h200-20261202-200831", GRID / "qwen-awq-h200-20261202-2
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    out = build_report([str(r) for r in RUNS], str(tmp_path_factory.mktemp("grid")), baseline="vllm", figures="whole")
+    out = build_report([str(r) for r in RUNS], str(tmp_path_factory.mktemp("grid")), baseline="vllm", figures="whole",
+                       cross_machine=True)  # two runs: two H200 machines
     return out, (out / "report.md").read_text(), (out / "report.html").read_text()
 
 
@@ -55,7 +56,7 @@ def test_the_answer_counts_and_spans_are_the_verdict_rows(grid):
     recs = {n: e for r in RUNS for n, e in load_run(r).engines.items()}
     said = _answer(md)
     for cand in ("turbomind", "vllm-marlin"):
-        rows = verdict.compare(recs[cand], recs["vllm"], figures="whole")
+        rows = verdict.compare(recs[cand], recs["vllm"], figures="whole", cross_machine=True)
         line = next(s for s in said if s.startswith(f"{cand} (0.") and " against vllm (0.26.0)" in s)
         assert f"(output throughput, {len(rows)} cells)" in line
         for word in ("faster", "slower"):

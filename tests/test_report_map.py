@@ -22,7 +22,7 @@ RUNS = [GRID / "qwen-awq-h200-20261202-200831", GRID / "qwen-awq-h200-20261202-2
 @pytest.fixture(scope="module")
 def grid_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("map")
-    build_report([str(r) for r in RUNS], str(out), figures="whole")
+    build_report([str(r) for r in RUNS], str(out), figures="whole", cross_machine=True)  # runs of two machines
     return out
 
 
@@ -47,7 +47,7 @@ def test_heatmaps_pareto_and_crossover_of_the_h200_grid(grid_report):
 def test_crossover_figures_are_the_verdicts(grid_report):
     """The gap in the crossover sentence is verdict.compare's on the same files, not another computation."""
     vllm, marlin = (load_run(r).engines[n] for r, n in ((RUNS[1], "vllm"), (RUNS[2], "vllm-marlin")))
-    rows = {r.key.label: r for r in verdict.compare(vllm, marlin, figures="whole")}
+    rows = {r.key.label: r for r in verdict.compare(vllm, marlin, figures="whole", cross_machine=True)}
     md = (grid_report / "report.md").read_text()
     c1, c64 = rows["c=1 in=1024 out=256"], rows["c=64 in=1024 out=256"]
     assert c1.gap.word == "slower" and c64.gap.word == "faster" and "c=16 in=1024 out=256" not in rows

@@ -8,6 +8,7 @@ import pytest
 from llmcompare.analysis import trust, verdict
 from llmcompare.report.build import build_report
 from llmcompare.schema.files import RunFile, load_run
+from llmcompare.schema.machine import Machine
 from llmcompare.schema.request import RequestRecord
 from llmcompare.schema.run import EngineRecord, Metrics, PointResult, ServeRun, Steady, Trust
 
@@ -26,8 +27,11 @@ def point(i, repeat, tok_s, steady_tok_s=None, status="complete", subs=()):
     return PointResult(index=i, repeat=repeat, concurrency=[1, 8][i], status=status, metrics=m, steady=st)
 
 
+ONE = Machine(key="boot 1")  # every engine of these hand-made runs: one machine
+
+
 def engine(name, values, **kw):
-    return EngineRecord(name=name, kind="vllm", status="complete",
+    return EngineRecord(name=name, kind="vllm", status="complete", machine=ONE,
                         points=[point(i, r, v, **kw) for i, vs in enumerate(values) for r, v in enumerate(vs)])
 
 
@@ -144,7 +148,7 @@ def test_report_baseline_must_be_one_of_the_engines(tmp_path):
 def test_figures_whole_takes_whole_points_where_windows_exist(tmp_path):
     # windows say b is level with a at c=1; whole points say b is 25% slower: the choice is the reader's, stated
     def windowed(name, values):  # each repeat's window says what its whole point says
-        return EngineRecord(name=name, kind="vllm", status="complete",
+        return EngineRecord(name=name, kind="vllm", status="complete", machine=ONE,
                             points=[point(i, r, v, v) for i, vs in enumerate(values) for r, v in enumerate(vs)])
 
     a = windowed("a", [[100.0, 104.0, 96.0], [400.0, 404.0, 396.0]])

@@ -9,6 +9,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from llmcompare.analysis import machines
 from llmcompare.schema.run import EngineRecord, LoadKey, PointResult
 
 METHOD = """Which value of a point: the steady-state window's figure when every repeat of both engines has one (analysis/steady.py),
@@ -191,24 +192,37 @@ class Row:
     candidate: Estimate
     baseline: Estimate
     gap: Gap
+    machines: str | None = None  # analysis/machines.difference, when the comparison was allowed across machines
 
 
 FIGURES = ("auto", "whole")  # auto: steady-state windows where both engines have them; whole: whole points
 
 
 def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throughput",
-            figures: str = "auto") -> list[Row]:
+            figures: str = "auto", cross_machine: bool = False) -> list[Row]:
     """figures 'whole' takes whole-point figures even where windows exist: with fixed lengths a closed-loop
     point's requests move in synchronized waves, and a window of one wave can sit anywhere in a wave's
-    prefill/decode cycle (reports/h200-grid/README.md)."""
+    prefill/decode cycle (reports/h200-grid/README.md). Engines not shown to be measured on one machine
+    (analysis/machines.py): no rows (refused(), the reason), unless cross_machine (then each row says so)."""
+    apart = machines.difference(cand, base)
+    if apart and not cross_machine:
+        return []
     cp, bp = usable_points(cand), usable_points(base)
     rows = []
     for key in sorted(set(cp) & set(bp), key=point_order):
         both = figures == "auto" and has_steady(cp[key], metric) and has_steady(bp[key], metric)  # like with like
         a, b = estimate(cp[key], metric, both), estimate(bp[key], metric, both)
         if a and b:
-            rows.append(Row(key, a, b, gap(a, b, higher_is_better=metric == "output_throughput")))
+            rows.append(Row(key, a, b, gap(a, b, higher_is_better=metric == "output_throughput"), apart))
     return rows
+
+
+def refused(cand: EngineRecord, base: EngineRecord, cross_machine: bool) -> str | None:
+    """Why compare() gives no rows for this pair before looking at a point; None when it does not refuse."""
+    apart = machines.difference(cand, base)
+    return None if not apart or cross_machine else (
+        f"no verdict between {cand.name} and {base.name}: {apart}. Compare engines measured on one machine "
+        "(one serve-bench run, or load.interleave), or pass `report --cross-machine` to compare anyway")
 
 
 def point_order(k: LoadKey) -> tuple:

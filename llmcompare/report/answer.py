@@ -81,12 +81,12 @@ def pair_sentence(cand: str, base: str, rows: list[verdict.Row]) -> str:
     return f"{cand} against {base} (output throughput, {cells(len(rows))}): " + "; ".join(parts) + "."
 
 
-def leader_sentence(titles: dict[str, str], recs: dict, figures: str) -> str | None:
+def leader_sentence(titles: dict[str, str], recs: dict, figures: str, cross_machine: bool = False) -> str | None:
     """With three or more engines: per cell the engine significantly faster than every other there, and by how
     much it leads the next one; the cells where none is."""
     if len(recs) < 3:
         return None
-    rows = {(a, b): {r.key: r for r in verdict.compare(recs[a], recs[b], figures=figures)}
+    rows = {(a, b): {r.key: r for r in verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)}
             for a in recs for b in recs if a != b}
     keys = sorted({k for per in rows.values() for k in per}, key=verdict.point_order)
     lead: dict[str, list[tuple[LoadKey, float]]] = {}
@@ -107,12 +107,12 @@ def leader_sentence(titles: dict[str, str], recs: dict, figures: str) -> str | N
         "; ".join(parts) + "."
 
 
-def crossover_sentence(recs: dict, figures: str) -> str | None:
+def crossover_sentence(recs: dict, figures: str, cross_machine: bool = False) -> str | None:
     said, never = [], []
     names = list(recs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            rows = verdict.compare(recs[a], recs[b], figures=figures)
+            rows = verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)
             if len(rows) > 1:  # a winner can change only between two cells
                 n = len(win_map.crossovers(win_map.win_map(a, b, rows))[0])
                 (said if n else never).append(f"{a} against {b}" + (f" at {n} place{'s' * (n > 1)}" if n else ""))
@@ -158,21 +158,31 @@ def sureness_sentence(rows: list[verdict.Row], engines: dict) -> str:
             "verdict rests on the repeats that passed): " + ("; ".join(rest) if rest else "none") + ".")
 
 
-def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str]) -> None:
+def _apart(rows: list[verdict.Row]) -> str:
+    """Said after a pair's sentence compared across machines (report --cross-machine)."""
+    return f" Compared across machines, as asked: {rows[0].machines}." if rows and rows[0].machines else ""
+
+
+def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str],
+                   cross_machine: bool = False) -> None:
     """engines: report.Served by label. The answer first, then links to every section."""
     doc.h(2, "The answer: who is faster, where, by how much")
     recs = {lb: sv.rec for lb, sv in engines.items()}
     titles = {lb: sv.title for lb, sv in engines.items()}
     said, rows = [], []
-    if lead := leader_sentence(titles, recs, figures):
+    if lead := leader_sentence(titles, recs, figures, cross_machine):
         said.append(lead)
     for lb in engines:
-        if lb != baseline and (rs := verdict.compare(recs[lb], recs[baseline], figures=figures)):
-            said.append(pair_sentence(titles[lb], titles[baseline], rs))
+        if lb == baseline:
+            continue
+        if no := verdict.refused(recs[lb], recs[baseline], cross_machine):
+            said.append(no[0].upper() + no[1:] + ".")
+        elif rs := verdict.compare(recs[lb], recs[baseline], figures=figures, cross_machine=cross_machine):
+            said.append(pair_sentence(titles[lb], titles[baseline], rs) + _apart(rs))
             rows += rs
     if not rows:
         said.append("No load point has complete, trusted results for two engines: no verdict.")
-    elif x := crossover_sentence(recs, figures):
+    elif x := crossover_sentence(recs, figures, cross_machine):
         said.append(x)
     said += capacity_said
     if rows:

@@ -61,7 +61,7 @@ def engines_of(serve: list[ServeRun]) -> dict[str, Served]:
 
 
 PROVENANCE = ("engine", "version", "status", "kernels from its log", "context", "command", "request body", "run",
-              "created", "host", "GPUs", "repeats")
+              "created", "host", "GPUs", "machine (key)", "repeats")
 
 
 def provenance(doc: Doc, engines: dict[str, Served], paths: list[str], n_serve: int, n_kernel: int) -> None:
@@ -75,6 +75,7 @@ def provenance(doc: Doc, engines: dict[str, Served], paths: list[str], n_serve: 
                      f"{e.max_model_len} ({e.max_model_len_source})",
                      " ".join(e.command) if e.command else f"(not launched: base URL {e.base_url})",
                      str(e.request_body), run.dir, str(run.created_at), str(run.host.get("hostname")), gpus,
+                     f"{e.machine.describe()} ({e.machine.key or 'not one machine'})" if e.machine else "not recorded",
                      str(run.scenario.get("load", {}).get("repeats", 1))])
     if engines:
         doc.table(["", *engines], [[f, *(c[i] for c in cols)] for i, f in enumerate(PROVENANCE)], cls="wide")
@@ -92,8 +93,9 @@ def default_baseline(engines: dict[str, Served], baseline: str | None) -> str:
 
 
 def build_report(paths: list[str], out_dir: str | None = None, baseline: str | None = None,
-                 references_from: str | None = None, figures: str = "auto") -> Path:
-    """figures: verdict.FIGURES (auto: steady-state windows where both engines have them; whole: whole points)."""
+                 references_from: str | None = None, figures: str = "auto", cross_machine: bool = False) -> Path:
+    """figures: verdict.FIGURES (auto: steady-state windows where both engines have them; whole: whole points).
+    cross_machine: give verdicts between engines not shown to be measured on one machine (each says so)."""
     if figures not in verdict.FIGURES:
         raise ResultsReadError(f"report --figures: {figures!r} is not valid; valid: {', '.join(verdict.FIGURES)}")
     serve, kruns = load_runs(paths)
@@ -110,7 +112,7 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
         refs += [dataclasses.asdict(r) for r in scenario.load(references_from).references]
     for r in refs:
         r["chart_points"] = [(p["x"], p["y"]) for p in r["points"]]
-    sections(doc, out, engines, kruns, baseline, figures, refs)
+    sections(doc, out, engines, kruns, baseline, figures, refs, cross_machine)
     provenance(doc, engines, paths, len(serve), len(kruns))
     doc.method_section()
     (out / "report.md").write_text(doc.markdown())
@@ -119,18 +121,18 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
 
 
 def sections(doc: Doc, out: Path, engines: dict[str, Served], kruns: list[KernelRun], baseline: str | None,
-             figures: str, refs: list[dict]) -> None:
+             figures: str, refs: list[dict], cross_machine: bool = False) -> None:
     """The answer and the win map first, then the details: verdicts, capacity, serve-bench, kernels."""
     colours = charts.Colours(engines)
     cap = capacity_results(engines)
     if len(engines) > 1 or cap[0]:
-        answer_section(doc, engines, baseline, figures, cap[0])
+        answer_section(doc, engines, baseline, figures, cap[0], cross_machine)
     if len(engines) > 1:
-        win_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures, colours)
-    gaps = verdict_section(doc, out, engines, baseline, figures, colours) if len(engines) > 1 else {}
+        win_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures, colours, cross_machine)
+    gaps = verdict_section(doc, out, engines, baseline, figures, colours, cross_machine) if len(engines) > 1 else {}
     if engines:
         capacity_section(doc, engines, cap)
-        latency_verdicts(doc, engines, baseline, figures)
+        latency_verdicts(doc, engines, baseline, figures, cross_machine)
         serve_details(doc, out, engines, refs, colours)
         served_gemm_section(doc, engines)
         timeline_section(doc, engines, kruns)

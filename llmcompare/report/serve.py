@@ -28,12 +28,16 @@ def load_axis(keys: list[LoadKey]) -> str:
 
 
 def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: str = "auto",
-                    colours: charts.Colours | None = None) -> dict:
+                    colours: charts.Colours | None = None, cross_machine: bool = False) -> dict:
     """Per candidate, where it is faster or slower than the baseline, by how much: a panel per workload cell, the
     table, and the same in words."""
     doc.h(2, f"Verdict: output throughput against {engines[baseline].title}")
     base = engines[baseline].rec
-    gaps = {lb: verdict.compare(sv.rec, base, figures=figures) for lb, sv in engines.items() if lb != baseline}
+    gaps = {lb: verdict.compare(sv.rec, base, figures=figures, cross_machine=cross_machine)
+            for lb, sv in engines.items() if lb != baseline}
+    for lb, sv in engines.items():
+        if lb != baseline and (no := verdict.refused(sv.rec, base, cross_machine)):
+            doc.p(no[0].upper() + no[1:] + ".")
     all_rows = [(lb, r) for lb, rows in gaps.items() for r in rows]
     if not all_rows:
         for lb in gaps:
@@ -54,7 +58,8 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
                 "are 95% intervals")
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
                "from", "interval"],
-              [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(), r.gap.word, r.candidate.source,
+              [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(),
+                r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source,
                 r.candidate.method] for lb, r in all_rows])
     for lb, rows in gaps.items():
         doc.p(verdict.sentence(engines[lb].title, engines[baseline].title, rows))
@@ -63,15 +68,15 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     return gaps
 
 
-def latency_verdicts(doc: Doc, engines: dict, baseline: str, figures: str = "auto") -> None:
+def latency_verdicts(doc: Doc, engines: dict, baseline: str, figures: str = "auto", cross_machine: bool = False) -> None:
     rows = []
     for lb, sv in engines.items():
         if lb == baseline:
             continue
         for metric in ("median_tpot_ms", "median_ttft_ms"):
-            for r in verdict.compare(sv.rec, engines[baseline].rec, metric, figures):
+            for r in verdict.compare(sv.rec, engines[baseline].rec, metric, figures, cross_machine):
                 rows.append([lb, r.key.label, metric, _ci(r.candidate, 2), _ci(r.baseline, 2), r.gap.text(),
-                             r.gap.word])
+                             r.gap.word + (" (across machines)" if r.machines else "")])
     if rows:
         doc.h(3, f"Latency against {baseline}")
         doc.table(["engine", "point", "metric", "engine ms", f"{baseline} ms", "difference % [95%]", "verdict"], rows)

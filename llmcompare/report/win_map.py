@@ -151,18 +151,21 @@ def pareto_front(pts: list[tuple[float, float, str]]) -> list[tuple[float, float
 
 
 def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str = "auto",
-                colours: Colours | None = None) -> list[str]:
+                colours: Colours | None = None, cross_machine: bool = False) -> list[str]:
     """Every pair's heatmap and crossover statement, then the Pareto fronts; returns the crossover sentences."""
     doc.h(2, "Win map: where each engine is faster, and where the winner changes")
     names, said, colours = list(recs), [], colours or Colours(recs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            rows = verdict.compare(recs[a], recs[b], figures=figures)
+            if no := verdict.refused(recs[a], recs[b], cross_machine):
+                doc.p(no[0].upper() + no[1:] + ".")
+                continue
+            rows = verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)
             if not rows:
                 continue
             wm = win_map(a, b, rows)
             sig, loose = crossovers(wm)
-            said.append(crossover_sentence(wm, sig, loose))
+            said.append(crossover_sentence(wm, sig, loose) + (f" Across machines: {rows[0].machines}." if rows[0].machines else ""))
             doc.p(said[-1])
             doc.img(heatmap_file(out, wm, sig, colours), f"{a} against {b}: output-throughput gap over the grid (rows: "
                     "workload, columns: load), 95% interval and verdict in each cell; thick lines: crossovers")

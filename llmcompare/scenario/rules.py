@@ -106,7 +106,7 @@ def _check_load(s: Scenario) -> None:
         if not 0 < p < 100:
             raise ScenarioError(f"percentiles[{i}]: must be in (0, 100), got {p}")
     if ld.capacity:
-        rules.check(ld.capacity, s.slo, s.percentiles, wl.cells(), ld.restart_between_repeats)
+        rules.check(ld.capacity, s.slo, s.percentiles, wl.cells(), ld.restart_between_repeats or ld.interleave)
 
 
 def _check_kernel_bench(s: Scenario) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from llmcompare.schema.prefix_cache import PrefixCache
+
 
 @dataclass
 class TraceFile:
@@ -51,6 +53,8 @@ class ProfileRecord:
     window_prefill_share: float | None = None  # of the requests in flight mid-window, the share before its 1st token
     traces: list[TraceFile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # the engine's prefix-cache counters over the pass: random prompts of its own stream should hit nothing
+    prefix_cache: PrefixCache | None = None
 
 
 @dataclass

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from llmcompare.schema.codec import _plain, record
+from llmcompare.schema.machine import Machine
 from llmcompare.schema.prefix_cache import PrefixCache
 from llmcompare.schema.profile import ProfileRecord
 from llmcompare.schema.telemetry import TelemetrySummary
@@ -263,6 +264,7 @@ class EngineRecord:
     tensor_parallel: int | None = None  # GPUs it shards the model over (a launched server's flag is in command)
     client_idle_loop_lag_p99_ms: float | None = None  # the client's idle loop-lag floor (loadgen.idle_floor)
     client_workers: int | None = None  # processes the client ran its points in (load.client_workers)
+    machine: Machine | None = None  # where it was measured (schema/machine.py); older files: the run's host
     points: list[PointResult] = field(default_factory=list)
     profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (serve/capture.py), never in points
 

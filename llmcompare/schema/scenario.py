@@ -168,6 +168,9 @@ class Load:
     metrics_interval_s: float = 0.5  # Prometheus /metrics sampling period; 0 disables
     repeats: int = 1  # each load point is run this many times (a verdict needs >= 3)
     restart_between_repeats: bool = False  # a fresh server for every repeat (start-up-to-start-up variance)
+    # engines take turns, repeat by repeat: repeat 0 of every engine, then repeat 1 of every engine, ... (each a
+    # fresh server; an already-running one is used as it is), so a machine's drift hits every engine alike
+    interleave: bool = False
     min_duration_s: float = 0.0  # a closed-loop point sends enough requests to last about this long (from warm-up)
     max_prompts_per_point: int = 20000  # cap on what min_duration_s may ask for
     max_attempts: int = 2  # a point whose timestamps cannot be trusted is measured again, up to this many times

@@ -4,6 +4,7 @@ what they did (run.ServeRun.from_json applies them in order; the caller's dict i
   /1 -> /2                points had no repeats, attempts or trust checks
   /2 -> /3                points did not carry their workload lengths
   shared-prefix (any /3)  points did not carry prefix_len / num_prefixes (before they could be grid axes)
+  machine (any)           engine records did not carry their machine: the run's host stands for it
 """
 
 from __future__ import annotations
@@ -18,7 +19,34 @@ def upgrade(d: dict) -> dict:
         d = _serve_v1(d)
     if d.get("schema") in ("llmcompare.serve-bench/1", "llmcompare.serve-bench/2"):
         d = _serve_v2(d)
-    return _shared_prefix_cells(d)
+    return _machines(_shared_prefix_cells(d))
+
+
+def _machines(d: dict) -> dict:
+    """Engine records written before each carried its machine (schema/machine.py): the run's host stands for it,
+    marked `source: run host`; its key is the run (one process, one machine) unless the run was resumed."""
+    engines = d.get("engines", {})
+    if not engines or all("machine" in e for e in engines.values()):
+        return d
+    d = json.loads(json.dumps(d))  # the caller's dict is left as it was
+    host = d.get("host") or {}
+    gpus = host.get("gpus") or []
+    for e in d["engines"].values():
+        if "machine" in e:
+            continue
+        local = e.get("command") is not None or _local(e.get("base_url"))
+        e["machine"] = {"key": f"run {d.get('created_at', '')}" if local and not d.get("resumed") else "",
+                        "hostname": host.get("hostname", ""), "cpu_model": host.get("cpu", ""),
+                        "cpu_count": host.get("cpu_count"), "gpu_name": (gpus[0].get("name") or "") if gpus else "",
+                        "gpu_uuids": [g["uuid"] for g in gpus if g.get("uuid")],
+                        "server_host": "local" if local else "remote",
+                        "source": "run host" + ("" if not d.get("resumed") else ", run resumed: machine not known")}
+    return d
+
+
+def _local(url: str | None) -> bool:
+    host = (url or "").split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "")
 
 
 def _serve_v1(d: dict) -> dict:

@@ -208,7 +208,8 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
         if not cells:
             continue
         launched = registry.kind(s.engine(name).kind).command is not None
-        n_starts = (len(camp.repeats(name)) if s.load.restart_between_repeats else 1) if launched else 0
+        per_repeat = s.load.restart_between_repeats or s.load.interleave
+        n_starts = (len(camp.repeats(name)) if per_repeat else 1) if launched else 0
         t, measured = _startup_s(saved.engines.get(name) if saved else None, s.engine(name).kind)
         starts_s += n_starts * t
         rough_starts += 0 if measured else n_starts

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmcompare.analysis import steady
+from llmcompare.engines import prefix_cache
 from llmcompare.engines.server import ServerError
 from llmcompare.profile.timeline import analyze
 from llmcompare.schema.files import RunFile, append_jsonl, open_for_write
@@ -267,7 +268,9 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     rec = ProfileRecord(index=index, label=key.label, **cell, started_at=now(), requests=len(specs))
     rf.run.engines[engine].profiles.append(rec)
     rf.save()
-    st = _Pass(c=key.concurrency or 1, t0=time.perf_counter())
+    metrics_url = req.url.rsplit("/v1/", 1)[0] + "/metrics"
+    cache_before = await prefix_cache.read(session, metrics_url)
+    st = _Pass(c=key.concurrency or 1, t0=time.perf_counter())  # the pass's clock: after every await before it
 
     def on_record(r) -> None:
         st.done += 1
@@ -290,6 +293,7 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
         rec.status, rec.error = "failed", pr.abort_reason
         rf.save()
         raise ServerError(pr.abort_reason)
+    rec.prefix_cache = prefix_cache.delta(cache_before, await prefix_cache.read(session, metrics_url))
     point, warn = point_tok_s(rf, engine, index)
     rec.warnings += [warn] if warn else []
     _figures(rec, pr, st.window, point, st.base)

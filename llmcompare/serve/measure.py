@@ -86,9 +86,32 @@ def prompt_blocks(s: Scenario, prompts: Prompts, plan: list[LoadPoint]) -> dict[
     return out
 
 
-def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: bool) -> list[RequestSpec]:
-    sid = stream_id(point, repeat, attempt, warm, b.s)
-    return b.prompts.sample(n, sid, b.blocks.get(sid), point.key.cell)
+def profile_stream(point: LoadPoint) -> int:
+    """A profiled pass's prompts: negative, so never a point's (stream_id >= 0). It once took repeat = repeats,
+    which is the next point's first repeat: a pass re-sent those prompts and vLLM's prefix cache hit 22-43% of
+    them in the H200 map's passes (issue 26)."""
+    return -(point.index + 1)
+
+
+def _block(b: Bench, sid: int, n: int) -> tuple[int, int] | None:
+    """A file dataset's share for a stream the plan did not reserve (a profiled pass, a capacity probe): the next
+    n prompts after every share given so far, the same for every engine of the run (blocks are shared); None
+    for generated datasets. A file too small for it, reuse not allowed: a clear error."""
+    if not b.prompts.from_file or sid in b.blocks:
+        return b.blocks.get(sid)
+    size, taken = b.prompts.file_size(), sum(k for _, k in b.blocks.values())
+    if taken + n > size and not b.s.workload.allow_prompt_reuse:
+        raise ScenarioError(f"workload.path: {b.s.workload.path} has {size} usable prompts; the planned points "
+                            f"took {taken} and a profiled pass or capacity probe needs {n} more without sending one "
+                            "twice; use a larger file, or set workload.allow_prompt_reuse: true")
+    b.blocks[sid] = (taken % size, n)
+    return b.blocks[sid]
+
+
+def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: bool,
+           sid: int | None = None) -> list[RequestSpec]:
+    sid = stream_id(point, repeat, attempt, warm, b.s) if sid is None else sid
+    return b.prompts.sample(n, sid, _block(b, sid, n), point.key.cell)
 
 
 async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, repeat: int) -> None:
@@ -211,8 +234,8 @@ async def _drive(b: Bench, repeats: list[int]) -> None:
                         await measure(session, b, point, r)
             if b.capture and repeats[-1] == b.s.load.repeats - 1:  # extra passes, never among the points' figures
                 await capture.profile_points(session, b.capture, b.rf, b.engine, b.req, b.plan, b.s.profile,
-                                             b.abort, lambda point, n: _specs(b, point, n, b.s.load.repeats, 1, False))
-            if b.s.load.capacity:  # after the plan's points: the request-rate search (analysis/capacity.py)
+                                             b.abort, lambda point, n: _specs(b, point, n, 0, 1, False, profile_stream(point)))
+            if b.s.load.capacity and (not repeats or repeats[-1] == b.s.load.repeats - 1):  # after the plan's points: the request-rate search (analysis/capacity.py)
                 await capacity_search.search(b, lambda point, r: measure(session, b, point, r))
 
 

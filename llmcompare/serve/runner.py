@@ -17,6 +17,7 @@ from llmcompare.engines.server import ServerError, ServerProcess, free_port, ser
 from llmcompare.errors import ScenarioError
 from llmcompare.expand import resolve
 from llmcompare.schema.files import RunFile, RunLock, load_run, new_run_dir
+from llmcompare.schema.machine import Machine
 from llmcompare.schema.run import ServeRun, now
 from llmcompare.schema.scenario import Engine, Scenario
 from llmcompare.serve import campaign, capture
@@ -24,7 +25,7 @@ from llmcompare.serve.campaign import Campaign
 from llmcompare.serve.context_length import check_lengths
 from llmcompare.serve.measure import bench, prompt_blocks, run_plan
 from llmcompare.serve.summary import summary
-from llmcompare.setup.host import host_info
+from llmcompare.setup.host import host_info, machine
 from llmcompare.setup.model import prepare_model
 from llmcompare.workload.prompts import Prompts, load_tokenizer
 
@@ -47,6 +48,7 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
     rec.kind, rec.command, rec.env, rec.log = e.kind, cmd, e.env, log_path.name
     rec.base_url, rec.tensor_parallel = f"http://{e.host}:{port}", e.tensor_parallel
     rec.version = rec.version or launch.engine_version(e)
+    rec.machine = same_machine(rec.machine, machine(e.env))
     rf.save()
     print(f"{e.name}: starting {' '.join(cmd)}", file=sys.stderr)
     k, env = registry.kind(e.kind), dict(e.env)
@@ -67,6 +69,20 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
         rf.save()
 
 
+def same_machine(was: Machine | None, now_: Machine) -> Machine:
+    """The engine record's machine after a (re)start: `now_`, or, when an earlier start of it (a resume) was on
+    another machine, one whose key is "" (not one machine) naming both."""
+    if was is None or was.key == now_.key:
+        return now_
+    now_.key, now_.source = "", f"measured on more than one machine: {was.describe()}; then this one"
+    return now_
+
+
+def _server_host(base_url: str) -> str:
+    host = base_url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    return "local" if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0") else host
+
+
 def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, camp: Campaign,
            repeats: list[int]) -> None:
     """One life of a launched server, running the repeats given."""
@@ -76,12 +92,16 @@ def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompt
                log_len=facts.max_model_len, camp=camp, cap=cap)
 
 
-def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, camp: Campaign) -> None:
-    repeats = camp.repeats(e.name)  # those with a cell to do
-    if not repeats and not s.load.capacity:
-        print(f"{e.name}: every cell is done already", file=sys.stderr)
-        rf.record(e.name).status = "complete"
-        rf.save()
+def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompts, camp: Campaign,
+                  only: int | None = None) -> None:
+    """Every repeat of engine e with a cell to do (only: that repeat alone, its turn in an interleaved run)."""
+    repeats = [r for r in camp.repeats(e.name) if only is None or r == only]  # those with a cell to do
+    last_turn = only is None or only == s.load.repeats - 1
+    if not repeats and not (s.load.capacity and last_turn):
+        if not camp.repeats(e.name):
+            print(f"{e.name}: every cell is done already", file=sys.stderr)
+            rf.record(e.name).status = "complete"
+            rf.save()
         return
     if registry.kind(e.kind).command is None:  # an already-running server
         base_url = e.base_url.rstrip("/")
@@ -92,6 +112,7 @@ def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts:
         rec = rf.record(e.name)
         rec.kind, rec.base_url, rec.served_model, rec.status = e.kind, base_url, name, "running"
         rec.tensor_parallel = e.tensor_parallel  # as the scenario says: nothing is passed to it
+        rec.machine = same_machine(rec.machine, machine(e.env, _server_host(base_url)))
         rf.save()
         bench(s, rf, e, base_url, name, prompts, camp.blocks, repeats, camp=camp)
     elif s.load.restart_between_repeats:
@@ -99,8 +120,9 @@ def _bench_engine(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts:
             _serve(s, rf, e, model_path, prompts, camp, [r])
     else:
         _serve(s, rf, e, model_path, prompts, camp, repeats)
-    rf.record(e.name).status = "complete"
-    rf.save()
+    if last_turn:
+        rf.record(e.name).status = "complete"
+        rf.save()
 
 
 def outcome(run_dir: Path) -> tuple[int, int]:
@@ -151,10 +173,13 @@ def serve_bench(s: Scenario, argv: list[str], engine_names: list[str] | None = N
 def _run_engines(s: Scenario, rf: RunFile, chosen: list[Engine], model_path: str, prompts: Prompts,
                  camp: Campaign) -> None:
     """Every chosen engine in turn; run.json says how the run ended (complete, interrupted, failed)."""
+    turns = [(e, None) for e in chosen]
+    if s.load.interleave:  # repeat 0 of every engine, then repeat 1 ...: drift on the machine hits all alike
+        turns = [(e, r) for r in range(s.load.repeats) for e in chosen]
     try:
-        for e in chosen:
+        for e, only in turns:
             try:
-                _bench_engine(s, rf, e, model_path, prompts, camp)
+                _bench_engine(s, rf, e, model_path, prompts, camp, only)
             except BaseException as ex:
                 status = "interrupted" if isinstance(ex, KeyboardInterrupt) else "failed"
                 rec = rf.record(e.name)

@@ -3,6 +3,7 @@ tensor-parallel run how the GPUs connect (`nvidia-smi topo -m`)."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import platform
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 
 from llmcompare import __version__
+from llmcompare.schema.machine import Machine
 from llmcompare.setup import gpus
 
 
@@ -62,3 +64,46 @@ def host_info(tensor_parallel: int = 1) -> dict:
         "gpu_topology": gpu_topology() if tensor_parallel > 1 else None,
         "llmcompare": __version__,
     }
+
+
+PROCESS_START = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def boot_id() -> str:
+    try:
+        return open("/proc/sys/kernel/random/boot_id").read().strip()
+    except OSError:
+        return ""
+
+
+def visible_gpus(found: list[dict], env: dict[str, str]) -> list[dict]:
+    """The GPUs a process with this environment sees: CUDA_VISIBLE_DEVICES (indices or UUIDs) picks from
+    nvidia-smi's list; unset, every GPU."""
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return found
+    picked = []
+    for item in (x.strip() for x in cvd.split(",") if x.strip()):
+        if item.isdigit():
+            if int(item) < len(found):
+                picked.append(found[int(item)])
+        else:
+            picked += [g for g in found if str(g.get("uuid", "")).startswith(item)]
+    return picked
+
+
+def machine(env: dict[str, str], server_host: str = "local", found: list[dict] | None = None) -> Machine:
+    """This machine, as an engine started with `env` (over this process's environment) sees it."""
+    found = gpu_info() if found is None else found
+    mine = visible_gpus(found, {**os.environ, **env})
+    uuids = [str(g["uuid"]) for g in mine if g.get("uuid") not in (None, "", "N/A")]
+    boot = boot_id()
+    local = server_host == "local"
+    # a physical GPU sits in one host: its UUIDs name the machine; without a GPU the kernel's boot id; without
+    # that, this serve-bench process (one process runs on one machine; a resume is another process)
+    key = (f"gpus {','.join(uuids)}" if uuids else f"boot {boot}" if boot else
+           f"process {os.getpid()} on {socket.gethostname()} since {PROCESS_START}")
+    key = key if local else ""
+    return Machine(key=key, hostname=socket.gethostname(), cpu_model=cpu_model(), cpu_count=os.cpu_count(),
+                   boot_id=boot, gpu_name=str(mine[0].get("name", "")) if mine else "", gpu_uuids=uuids,
+                   server_host=server_host, source="recorded" if local else "server at another address")
