@@ -20,9 +20,13 @@ def profiled_run(tmp_path_factory, vllm_py, tiny_model, cli_argv):
     tmp = tmp_path_factory.mktemp("profile")
     s = {"name": "prof", "model": {"path": tiny_model},
          "engines": [{"name": "vllm-cpu", "kind": "vllm", "python": vllm_py,
-                      "args": ["--dtype", "bfloat16", "--max-model-len", "1024", "--gpu-memory-utilization", "0.3"],
+                      "args": ["--dtype", "bfloat16", "--max-model-len", "1024", "--gpu-memory-utilization", "0.3",
+                               "--block-size", "32"],
                       "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"},
-                      "nice": 10, "startup_timeout_s": 400}],
+                      "nice": 10, "startup_timeout_s": 400,
+                      # prefix cache on, 32-token blocks (vLLM CPU's default 128 holds no whole 64-token prompt):
+                      # a pass that re-sent another stream's prompts would hit it
+                      "prefix_cache": "on"}],
          "workload": {"dataset": "random", "input_len": 64, "output_len": 64, "num_prompts": 12, "seed": 3},
          "load": {"concurrency": [3, 2], "warmup_requests": 1, "max_attempts": 1},  # c=2: the next point (its prompts)
          "profile": {"points": [3], "seconds": 1.0},
