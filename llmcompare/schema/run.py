@@ -23,6 +23,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
+from llmcompare.schema.answer import AnswerProbe
 from llmcompare.schema.codec import _plain, record
 from llmcompare.schema.prefix_cache import PrefixCache
 from llmcompare.schema.profile import ProfileRecord
@@ -265,6 +266,9 @@ class EngineRecord:
     client_workers: int | None = None  # processes the client ran its points in (load.client_workers)
     points: list[PointResult] = field(default_factory=list)
     profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (serve/capture.py), never in points
+    # the fixed greedy request's answer, sent once before its first load point (checks.same_answer; None: not sent,
+    # or a file written before the check)
+    answer: AnswerProbe | None = None
 
     def point(self, index: int, repeat: int) -> PointResult | None:
         """The last attempt of (index, repeat)."""
