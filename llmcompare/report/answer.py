@@ -158,12 +158,14 @@ def sureness_sentence(rows: list[verdict.Row], engines: dict) -> str:
             "verdict rests on the repeats that passed): " + ("; ".join(rest) if rest else "none") + ".")
 
 
-def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str]) -> None:
-    """engines: report.Served by label. The answer first, then links to every section."""
+def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str],
+                   first: list[str] = ()) -> None:
+    """engines: report.Served by label. The answer first, then links to every section. `first`: sentences said
+    before the verdicts (an engine whose answer is not the baseline's: report/same_answer.py)."""
     doc.h(2, "The answer: who is faster, where, by how much")
     recs = {lb: sv.rec for lb, sv in engines.items()}
     titles = {lb: sv.title for lb, sv in engines.items()}
-    said, rows = [], []
+    said, rows = list(first), []
     if lead := leader_sentence(titles, recs, figures):
         said.append(lead)
     for lb in engines:
