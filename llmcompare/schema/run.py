@@ -3,7 +3,8 @@
 A serve-bench run directory holds
   run.json                    ServeRun (schema SERVE_SCHEMA): scenario, host, and per engine an EngineRecord with
                               its command line, version, what its log says it chose, the request body it was
-                              sent, and one PointResult per load point, repeat and attempt; rewritten atomically
+                              sent, its answer to the same-answer probe (schema/answer.py), and one PointResult
+                              per load point, repeat and attempt; rewritten atomically
                               after every state change, so it is always readable
   <engine>.requests.jsonl     one line per finished request (appended as each finishes)
   <engine>.series.jsonl       per point, one line per second: output tokens, requests in flight, engine gauges
