@@ -4,6 +4,7 @@ known schedule, or misbehaves on purpose (faults a real engine cannot be made to
   python tests/fakeserver.py PORT [--mode ok|slow|500|cut|badjson|garbage|bad-shapes|no-newline|endless|
                                           metrics-bad-utf8] [--ttft-ms 2] [--itl-ms 2]
                                   [--tokens-per-chunk 1] [--empty-final-chunk] [--cpu CORE]
+                                  [--answer none|fixed|shifted] [--prompt-tokens 16]
 
 A bare HTTP/1.1 server on asyncio (keep-alive, chunked transfer, server-sent events), far cheaper per chunk than
 a web framework, so that under a load test the client, not the server, is what runs out first.
@@ -29,6 +30,12 @@ NO_NEWLINE_BYTES of "a" in 64 KiB chunks, 1 ms apart, without a line end, then t
 chunks on the ok schedule past max_tokens, for as long as the client reads. `metrics-bad-utf8`: streams as ok, and
 GET /metrics answers METRICS_PAGE, whose lines hold bytes that are not UTF-8 (its prefix-cache counters grow by
 100 queries and 25 hits a read).
+
+Answers with logprobs (the same-answer probe: a request that is not streamed and asks for `logprobs: k`):
+`--answer none` (default) answers without logprobs, as a server that ignores the field; `fixed` answers
+" a" x max_tokens with FAKE_TOP (its first k entries) as every position's top_logprobs; `shifted` the same
+tokens, but with SHIFTED_TOP at the first position (the same top-1, another distribution: KL well above the
+check's tolerance); `broken` logprobs of the wrong shape (top_logprobs a string). `--prompt-tokens N` is the usage.prompt_tokens of every answer (default 16).
 """
 
 from __future__ import annotations
@@ -69,13 +76,20 @@ METRICS_PAGE = (b"# HELP vllm:num_requests_running Number of requests running.\n
 MODES = ("ok", "slow", "500", "cut", "badjson", "garbage", "bad-shapes", "no-newline", "endless", "metrics-bad-utf8")
 PROMPT_TOKENS = 16
 MODEL = "fake-model"
+ANSWERS = ("none", "fixed", "shifted", "broken")
+FAKE_TOP = [(" a", -0.2), (" b", -2.1), (" c", -2.9), (" d", -3.4), (" e", -3.9), (" f", -4.3), (" g", -4.8)]
+SHIFTED_TOP = [(" a", -1.0), (" b", -1.1), (" c", -1.3), (" d", -2.5), (" e", -2.8), (" f", -4.3), (" g", -4.8)]
 
 
 class Config:
     def __init__(self, mode: str = "ok", ttft_ms: float | None = None, itl_ms: float | None = None,
-                 tokens_per_chunk: int = 1, empty_final_chunk: bool = False) -> None:
+                 tokens_per_chunk: int = 1, empty_final_chunk: bool = False, answer: str = "none",
+                 prompt_tokens: int = PROMPT_TOKENS) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        if answer not in ANSWERS:
+            raise ValueError(f"answer must be one of {ANSWERS}, not {answer!r}")
+        self.answer, self.prompt_tokens = answer, prompt_tokens
         default = 50.0 if mode == "slow" else 2.0
         self.mode = mode
         self.ttft_s = (default if ttft_ms is None else ttft_ms) / 1000.0
@@ -114,8 +128,9 @@ class _Stream:
             self.chunks.append(_event({**head, "choices": [choice("", "length")]}))
         tail = b""
         if usage:
-            tail += _event({**head, "choices": [], "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": n,
-                                                             "total_tokens": PROMPT_TOKENS + n}})
+            p = cfg.prompt_tokens
+            tail += _event({**head, "choices": [], "usage": {"prompt_tokens": p, "completion_tokens": n,
+                                                             "total_tokens": p + n}})
         self.tail = tail + b"data: [DONE]\n\n"
 
 
@@ -194,9 +209,11 @@ class FakeServer(asyncio.Protocol):
             if not req.get("stream"):
                 text = " a" * n
                 choice = {"index": 0, "message": {"role": "assistant", "content": text}} if chat else {"index": 0, "text": text}
+                if not chat and req.get("logprobs") and cfg.answer != "none":
+                    choice["logprobs"] = _logprobs(cfg.answer, n, int(req["logprobs"]))
+                p = cfg.prompt_tokens
                 return self.reply({"id": "cmpl-fake", "model": MODEL, "choices": [{**choice, "finish_reason": "length"}],
-                                   "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": n,
-                                             "total_tokens": PROMPT_TOKENS + n}})
+                                   "usage": {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}})
             key = (chat, n, usage)
             stream = _STREAMS.get(key) or _STREAMS.setdefault(key, _Stream(cfg, chat, n, usage))
             self.t.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -249,6 +266,15 @@ class FakeServer(asyncio.Protocol):
                 self.t.close()
         else:
             self.t.write(_frame(data))
+
+
+def _logprobs(answer: str, n: int, k: int) -> dict:
+    """choices[0].logprobs of a completion of n tokens " a", k alternatives per position (OpenAI's shape)."""
+    tops = [dict((SHIFTED_TOP if answer == "shifted" and i == 0 else FAKE_TOP)[:k]) for i in range(n)]
+    if answer == "broken":
+        return {"tokens": [" a"] * n, "top_logprobs": "not a list"}
+    return {"tokens": [" a"] * n, "token_logprobs": [t[" a"] for t in tops], "top_logprobs": tops,
+            "text_offset": [2 * i for i in range(n)]}
 
 
 def _dechunk(b: bytes) -> tuple[bytes | None, int]:
@@ -331,13 +357,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
     ap.add_argument("--empty-final-chunk", action="store_true")
     ap.add_argument("--cpu", type=int, default=None, help="pin the server to this core")
+    ap.add_argument("--answer", choices=ANSWERS, default="none",
+                    help="a non-streamed request asking for logprobs: none (answer without), fixed, shifted, broken")
+    ap.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS, help="usage.prompt_tokens of every answer")
     ap.add_argument("--processes", type=int, default=1,
                     help="serve from this many processes on one port (SO_REUSEPORT), so that the server scales past "
                          "one core and a client benchmark measures the client; /stats then speaks for one of them")
     a = ap.parse_args(argv)
     if a.cpu is not None:
         os.sched_setaffinity(0, {a.cpu})
-    cfg = Config(a.mode, a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_final_chunk)
+    cfg = Config(a.mode, a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_final_chunk, a.answer, a.prompt_tokens)
     children = _fork_servers(a.processes - 1)
     try:
         serve(a.port, cfg, reuse_port=a.processes > 1)

@@ -44,7 +44,7 @@ def deleter(path):
 
 BAD = [
     (setter("modle", {}), "s.yaml: unknown key 'modle'; valid keys: name, description, model, engines, workload, "
-     "load, slo, percentiles, kernel_bench, profile, references, output_dir, tensor_parallel"),
+     "load, slo, percentiles, kernel_bench, profile, references, checks, output_dir, tensor_parallel"),
     (setter("model.path", ""), "s.yaml: model.path: required (a local checkpoint directory)"),
     (setter("model.weights", "x"), "s.yaml: model: unknown key 'weights'; valid keys: path, tokenizer, make"),
     (setter("model", "/models/x"), "s.yaml: model: expected a mapping, got str '/models/x'"),

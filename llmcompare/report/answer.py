@@ -89,6 +89,8 @@ def leader_sentence(titles: dict[str, str], recs: dict, figures: str, cross_mach
     rows = {(a, b): {r.key: r for r in verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)}
             for a in recs for b in recs if a != b}
     keys = sorted({k for per in rows.values() for k in per}, key=verdict.point_order)
+    if not keys:  # no cell with trusted results for two engines: the pair sentences say why
+        return None
     lead: dict[str, list[tuple[LoadKey, float]]] = {}
     none = set()
     for k in keys:
@@ -164,12 +166,13 @@ def _apart(rows: list[verdict.Row]) -> str:
 
 
 def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str],
-                   cross_machine: bool = False) -> None:
-    """engines: report.Served by label. The answer first, then links to every section."""
+                   first: list[str] = (), cross_machine: bool = False) -> None:
+    """engines: report.Served by label. The answer first, then links to every section. `first`: sentences said
+    before the verdicts (an engine whose answer is not the baseline's: report/same_answer.py)."""
     doc.h(2, "The answer: who is faster, where, by how much")
     recs = {lb: sv.rec for lb, sv in engines.items()}
     titles = {lb: sv.title for lb, sv in engines.items()}
-    said, rows = [], []
+    said, rows = list(first), []
     if lead := leader_sentence(titles, recs, figures, cross_machine):
         said.append(lead)
     for lb in engines:

@@ -13,7 +13,7 @@ from pathlib import Path
 from llmcompare import scenario
 from llmcompare.analysis import verdict
 from llmcompare.errors import ResultsReadError
-from llmcompare.report import charts, win_map
+from llmcompare.report import charts, same_answer, win_map
 from llmcompare.report.answer import answer_section
 from llmcompare.report.capacity import capacity_results, capacity_section
 from llmcompare.report.doc import Doc
@@ -34,11 +34,13 @@ class Served:
     rec: EngineRecord
     run: ServeRun
     scenario_engine: dict
+    mark: str = ""  # same_answer.MARK when its answer disagrees with the baseline's
 
     @property
     def title(self) -> str:
         t = f"{self.label} ({self.rec.version})" if self.rec.version else self.label
-        return t + (" [instrumented: TM_GEMM_VERBOSE]" if gemm_verbose(self.rec) else "")
+        return t + (" [instrumented: TM_GEMM_VERBOSE]" if gemm_verbose(self.rec) else "") + \
+            (f" [{self.mark}]" if self.mark else "")
 
 
 def load_runs(paths: list[str]) -> tuple[list[ServeRun], list[KernelRun]]:
@@ -125,10 +127,14 @@ def sections(doc: Doc, out: Path, engines: dict[str, Served], kruns: list[Kernel
     """The answer and the win map first, then the details: verdicts, capacity, serve-bench, kernels."""
     colours = charts.Colours(engines)
     cap = capacity_results(engines)
+    found = same_answer.checks(engines, baseline) if len(engines) > 1 else {}
+    same_answer.mark(engines, found)  # before any title is written
     if len(engines) > 1 or cap[0]:
-        answer_section(doc, engines, baseline, figures, cap[0], cross_machine)
+        answer_section(doc, engines, baseline, figures, cap[0], same_answer.said(engines, baseline, found),
+                       cross_machine)
     if len(engines) > 1:
         win_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures, colours, cross_machine)
+    same_answer.section(doc, engines, baseline, found)
     gaps = verdict_section(doc, out, engines, baseline, figures, colours, cross_machine) if len(engines) > 1 else {}
     if engines:
         capacity_section(doc, engines, cap)

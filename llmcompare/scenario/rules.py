@@ -10,13 +10,22 @@ from llmcompare.engines.registry import ENGINES
 from llmcompare.errors import ScenarioError
 from llmcompare.scenario import rules
 from llmcompare.schema.build import bounded, check_name
-from llmcompare.schema.scenario import GENERATED, SLO_METRICS, Capacity, Engine, Profile, Scenario
+from llmcompare.schema.scenario import (
+    GENERATED,
+    SLO_METRICS,
+    Capacity,
+    Engine,
+    Profile,
+    SameAnswerCheck,
+    Scenario,
+)
 from llmcompare.workload.checks import MAX_PROMPTS, MAX_TOKENS, check_workload
 
 # Every number of a scenario is finite and in a stated range (build.bounded): none the time estimate cannot honour
 DAY_S = 86400.0  # a timeout, a duration: a day at most
 MIN_RATE, MAX_RATE = 0.01, 1e6  # req/s: a probe or point at MIN_RATE sends a request every 100 s
 MAX_CONCURRENCY = 100_000
+MAX_PROBE_TOKENS, MAX_PROBE_TOP_K, MAX_PROBE_PROMPT = 64, 20, 4000  # checks.same_answer (20: vLLM's --max-logprobs)
 
 
 def validate(s: Scenario) -> Scenario:
@@ -33,6 +42,7 @@ def validate(s: Scenario) -> Scenario:
     _check_load(s)
     _check_kernel_bench(s)
     check_profile(s.profile, s.load.concurrency, s.workload.input_lens, s.workload.output_lens)
+    check_same_answer(s.checks.same_answer)
     return s
 
 
@@ -181,3 +191,15 @@ def check_profile(p: Profile, concurrency: list[int], input_lens: list[int], out
         raise ScenarioError(f"profile.points: {p.points} names a point twice")
     bounded("profile.seconds", p.seconds, 0.01, 60, "s (a capture window)")
     bounded("profile.telemetry_interval_ms", p.telemetry_interval_ms, 10, 60_000, "ms", zero_is_off=True)
+
+
+def check_same_answer(c: SameAnswerCheck) -> None:
+    where = "checks.same_answer"
+    if not c.prompt.strip() or len(c.prompt) > MAX_PROBE_PROMPT:
+        raise ScenarioError(f"{where}.prompt: must be a non-empty text of at most {MAX_PROBE_PROMPT} characters, got "
+                            f"{len(c.prompt)} characters")
+    bounded(f"{where}.max_tokens", c.max_tokens, 1, MAX_PROBE_TOKENS, "output tokens")
+    bounded(f"{where}.top_k", c.top_k, 1, MAX_PROBE_TOP_K, "logprobs per token (vLLM's default --max-logprobs is 20)")
+    bounded(f"{where}.max_kl", c.max_kl, 0, 10, "nats")
+    bounded(f"{where}.tie_margin", c.tie_margin, 0, 10, "nats")
+    bounded(f"{where}.timeout_s", c.timeout_s, 1, 3600, "s")

@@ -3,7 +3,8 @@
 A serve-bench run directory holds
   run.json                    ServeRun (schema SERVE_SCHEMA): scenario, host, and per engine an EngineRecord with
                               its command line, version, what its log says it chose, the request body it was
-                              sent, and one PointResult per load point, repeat and attempt; rewritten atomically
+                              sent, its answer to the same-answer probe (schema/answer.py), and one PointResult
+                              per load point, repeat and attempt; rewritten atomically
                               after every state change, so it is always readable
   <engine>.requests.jsonl     one line per finished request (appended as each finishes)
   <engine>.series.jsonl       per point, one line per second: output tokens, requests in flight, engine gauges
@@ -23,6 +24,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
+from llmcompare.schema.answer import AnswerProbe
 from llmcompare.schema.codec import _plain, record
 from llmcompare.schema.machine import Machine
 from llmcompare.schema.prefix_cache import PrefixCache
@@ -267,6 +269,9 @@ class EngineRecord:
     machine: Machine | None = None  # where it was measured (schema/machine.py); older files: the run's host
     points: list[PointResult] = field(default_factory=list)
     profiles: list[ProfileRecord] = field(default_factory=list)  # profiled passes (serve/capture.py), never in points
+    # the fixed greedy request's answer, sent once before its first load point (checks.same_answer; None: not sent,
+    # or a file written before the check)
+    answer: AnswerProbe | None = None
 
     def point(self, index: int, repeat: int) -> PointResult | None:
         """The last attempt of (index, repeat)."""

@@ -230,6 +230,31 @@ class KernelBench:
     tensor_parallel: int | None = None
 
 
+PROBE_PROMPT = "Question: What is the capital of France?\nAnswer:"  # the default fixed prompt of checks.same_answer
+
+
+@dataclass
+class SameAnswerCheck:
+    """`checks.same_answer`: before its first load point each engine answers one fixed greedy request (the kind's
+    greedy sampling fields, ignore_eos, not streamed) with the top-k logprobs of its first output tokens; the report
+    marks an engine whose answer disagrees with the reference engine's (analysis/same_answer.py states how)."""
+
+    enabled: bool = True
+    prompt: str = PROBE_PROMPT  # the same text to every engine
+    max_tokens: int = 8  # output tokens compared (top-1 token agreement over all of them)
+    top_k: int = 5  # `logprobs`: alternatives per position (vLLM's default --max-logprobs is 20)
+    max_kl: float = 0.05  # nats: KL(reference || engine) of the first output token's top-k above this disagrees
+    tie_margin: float = 0.1  # nats: a top-1 flip where the reference's two tokens are closer than this is a near tie
+    timeout_s: float = 120.0  # the whole request (sent, answered, read), then it is recorded as failed
+
+
+@dataclass
+class Checks:
+    """`checks`: what is checked of each engine beside its speed."""
+
+    same_answer: SameAnswerCheck = field(default_factory=SameAnswerCheck)
+
+
 @dataclass
 class Scenario:
     name: str = ""
@@ -243,6 +268,7 @@ class Scenario:
     kernel_bench: KernelBench = field(default_factory=KernelBench)
     profile: Profile = field(default_factory=Profile)  # captured passes and telemetry (schema/scenario.py)
     references: list[Reference] = field(default_factory=list)
+    checks: Checks = field(default_factory=Checks)  # beside the speed: the same answer (SameAnswerCheck)
     output_dir: str = "runs"
     tensor_parallel: int = 1  # GPUs each engine shards the model over; engines[i].tensor_parallel overrides it
     source: str = ""  # the file it was read from (set by load(), not by the file)

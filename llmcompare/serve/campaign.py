@@ -42,7 +42,8 @@ GROWABLE = {("load", "concurrency"), ("load", "request_rate"), ("workload", "inp
             ("workload", "prefix_len"), ("workload", "num_prefixes")}
 
 
-IGNORED = {"name", "description", "source", "output_dir", "references", "kernel_bench"}  # no bearing on serving
+# no bearing on serving (checks: the same-answer probe is kept per engine with the request it sent)
+IGNORED = {"name", "description", "source", "output_dir", "references", "kernel_bench", "checks"}
 
 
 ROUGH_TPOT_S, ROUGH_PREFILL_TOK_PER_S = 0.030, 10000.0

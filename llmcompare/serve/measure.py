@@ -23,7 +23,7 @@ from llmcompare.schema.files import RunFile, append_jsonl
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import PointResult, now
 from llmcompare.schema.scenario import Engine, Scenario
-from llmcompare.serve import capacity_search, capture, loadgen
+from llmcompare.serve import capacity_search, capture, loadgen, same_answer
 from llmcompare.serve.client import body_template, completion_body
 from llmcompare.serve.context_length import check_lengths, max_model_len
 from llmcompare.serve.engine_metrics import MetricsSampler
@@ -219,8 +219,19 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
         append_jsonl(b.rf.path(b.engine, "series.jsonl"), {**tag, **row})
 
 
+async def _answer(session: aiohttp.ClientSession, b: Bench) -> None:
+    """The same-answer probe (serve/same_answer.py), once per engine, before its first load point."""
+    c, rec = b.s.checks.same_answer, b.rf.record(b.engine)
+    if same_answer.wanted(rec.answer, c):
+        sampling = registry.kind(b.s.engine(b.engine).kind).sampling  # greedy, whatever workload.temperature says
+        rec.answer = await same_answer.ask(session, b.req.url.rsplit("/v1/", 1)[0], b.req.model, sampling, c)
+        b.rf.save()
+        same_answer.say(b.engine, rec.answer)
+
+
 async def _drive(b: Bench, repeats: list[int]) -> None:
     async with loadgen.session() as session:
+        await _answer(session, b)
         with contextlib.ExitStack() as b.stack:
             b.idle_lag_ms = await loadgen.idle_loop_lag()
             rec = b.rf.record(b.engine)
