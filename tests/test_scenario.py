@@ -72,7 +72,7 @@ BAD = [
     (setter("load.request_rate", [0]), "s.yaml: load.request_rate[0]: must be in 0.01..1e+06 req/s, or .inf (every request at once), got 0.0"),
     (setter("load.arrival", "uniform"), "s.yaml: load: unknown key 'arrival'; valid keys: concurrency, request_rate, "
      "burstiness, max_concurrency, warmup_requests, request_timeout_s, metrics_interval_s, repeats, "
-     "restart_between_repeats, min_duration_s, max_prompts_per_point, max_attempts, client_workers, allow_failures, capacity"),
+     "restart_between_repeats, interleave, min_duration_s, max_prompts_per_point, max_attempts, client_workers, allow_failures, capacity"),
     (setter("load.concurrency", [4, 4]), "s.yaml: load.concurrency: [4] listed twice; each load point must be distinct "
      "(use load.repeats to measure a point several times)"),
     (setter("load.repeats", 0), "s.yaml: load.repeats: must be in 1..1000, got 0"),
