@@ -84,7 +84,7 @@ def _share(rf: RunFile, server, arm: str):
     """The arm's record takes what both arms share from the one server's record (saved); returns it."""
     rec = rf.record(arm)
     for k in ("kind", "command", "env", "version", "base_url", "log", "pid", "ready_s", "starts", "served_model",
-              "kernels", "log_notes"):
+              "kernels", "log_notes", "machine"):
         setattr(rec, k, getattr(server, k))
     rf.save()
     return rec

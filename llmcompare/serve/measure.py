@@ -223,7 +223,7 @@ async def _answer(session: aiohttp.ClientSession, b: Bench) -> None:
     """The same-answer probe (serve/same_answer.py), once per engine, before its first load point."""
     c, rec = b.s.checks.same_answer, b.rf.record(b.engine)
     if same_answer.wanted(rec.answer, c):
-        sampling = registry.kind(b.s.engine(b.engine).kind).sampling  # greedy, whatever workload.temperature says
+        sampling = registry.kind(rec.kind).sampling  # greedy, whatever workload.temperature says
         rec.answer = await same_answer.ask(session, b.req.url.rsplit("/v1/", 1)[0], b.req.model, sampling, c)
         b.rf.save()
         same_answer.say(b.engine, rec.answer)
