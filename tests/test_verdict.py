@@ -122,6 +122,9 @@ def write_run(tmp_path, engines):
     d = tmp_path / "run"
     d.mkdir()
     RunFile(d, run)
+    for e in engines:  # a request line per point: a point without its lines enters no verdict
+        (d / f"{e.name}.requests.jsonl").write_text("".join(
+            f'{{"point": {p.index}, "repeat": {p.repeat}, "attempt": {p.attempt}}}\n' for p in e.points))
     return d
 
 

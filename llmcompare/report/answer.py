@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llmcompare.analysis import verdict
+from llmcompare.analysis import traffic, verdict
 from llmcompare.report import win_map
 from llmcompare.schema.run import LoadKey
 
@@ -165,6 +165,18 @@ def _apart(rows: list[verdict.Row]) -> str:
     return f" Compared across machines, as asked: {rows[0].machines}." if rows and rows[0].machines else ""
 
 
+def traffic_sentence(run, rows) -> str | None:
+    """Which of the verdicts' points were synchronized traffic (analysis/traffic.py), when any was."""
+    wl, burst = run.scenario.get("workload", {}), run.scenario.get("load", {}).get("burstiness", 1.0)
+    sync = sorted({r.key.label for r in rows if traffic.synchronized(traffic.label(wl, burst, r.key))})
+    if not sync:
+        return None
+    which = "Every verdict above is" if len(sync) == len({r.key.label for r in rows}) else \
+        f"The verdicts at {', '.join(sync)} are"
+    return (f"{which} of synchronized traffic (fixed lengths in a closed loop: the requests move in waves), not of "
+            "realistic traffic with varying lengths or arrivals at a rate.")
+
+
 def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str],
                    first: list[str] = (), cross_machine: bool = False) -> None:
     """engines: report.Served by label. The answer first, then links to every section. `first`: sentences said
@@ -190,5 +202,7 @@ def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_sai
     said += capacity_said
     if rows:
         said.append(sureness_sentence(rows, engines))
+        if t := traffic_sentence(engines[baseline].run, rows):
+            said.append(t)
     doc.answer(said)
     doc.toc()

@@ -21,6 +21,7 @@ from llmcompare.report.kernels import attribution_section, gemm_verbose, kernel_
 from llmcompare.report.references import references_section
 from llmcompare.report.serve import latency_verdicts, serve_details, verdict_section
 from llmcompare.report.timeline import timeline_section
+from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run
 from llmcompare.schema.kernel_run import KernelRun
 from llmcompare.schema.run import EngineRecord, ServeRun
@@ -47,7 +48,10 @@ def load_runs(paths: list[str]) -> tuple[list[ServeRun], list[KernelRun]]:
     serve, kernel = [], []
     for p in paths:
         run = load_run(p)
-        (kernel if isinstance(run, KernelRun) else serve).append(run)
+        if isinstance(run, KernelRun):
+            kernel.append(run)
+        else:  # a point whose request lines are not on file enters no verdict (run.PointResult.usable)
+            serve.append(request_lines.attach(run))
     return serve, kernel
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmcompare.analysis import verdict
+from llmcompare.analysis import traffic, verdict
 from llmcompare.report import charts
 from llmcompare.report.doc import Doc, fmt
 from llmcompare.schema.files import read_jsonl
@@ -56,11 +56,17 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
                                      hline0=True),
                 f"Output-throughput gap against {baseline}, a panel per workload cell, a colour per engine; bars "
                 "are 95% intervals")
+    kinds = {(lb, r.key): traffic_of(engines[lb].run, r.key) for lb, r in all_rows}
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
-               "from", "interval"],
+               "from", "interval", "traffic"],
               [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(),
                 r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source,
-                r.candidate.method] for lb, r in all_rows])
+                r.candidate.method, kinds[(lb, r.key)]] for lb, r in all_rows])
+    if any(traffic.synchronized(k) for k in kinds.values()):
+        doc.p("Rows marked synchronized are fixed lengths in a closed loop: the requests move in waves (they start, "
+              "prefill, decode and finish together; the per-second chart shows the waves), so their figures depend "
+              "on the first wave and on how the point's length cuts the waves. They are not a verdict on realistic "
+              "traffic, whose lengths vary or whose requests arrive at a rate (llmcompare/analysis/traffic.py).")
     for lb, rows in gaps.items():
         doc.p(verdict.sentence(engines[lb].title, engines[baseline].title, rows))
     doc.p("How the figures, intervals and words are made: Method, verdicts (below).")
@@ -153,6 +159,11 @@ def serve_details(doc: Doc, out: Path, engines: dict, refs: list[dict], colours:
     series_charts(doc, out, engines, colours)
 
 
+def traffic_of(run, key) -> str:
+    """The traffic label (analysis/traffic.py) of a point of this run, from the scenario it was measured with."""
+    return traffic.label(run.scenario.get("workload", {}), run.scenario.get("load", {}).get("burstiness", 1.0), key)
+
+
 def series_charts(doc: Doc, out: Path, engines: dict, colours: charts.Colours | None = None) -> None:
     """Per-second output tok/s of each point's first repeat, per engine, with its steady-state window shaded."""
     panels: dict[str, dict] = {}
@@ -174,4 +185,5 @@ def series_charts(doc: Doc, out: Path, engines: dict, colours: charts.Colours | 
         doc.img(charts.timelines(out / "series.png", panels, windows, "output tok/s",
                                  "Output tokens per second through each point (first repeat; steady window shaded)",
                                  colours),
-                "Per-second output throughput: warm-up, steady state and drain")
+                "Per-second output throughput: warm-up, steady state and drain (with fixed lengths in a closed "
+                "loop the waves show as a pattern repeating once per wave)")

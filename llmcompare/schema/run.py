@@ -213,8 +213,8 @@ class PointResult:
     client_workers: list[dict] = field(default_factory=list)  # per client process: requests sent, loop lag (ms)
     engine_counters: EngineCounters | None = None  # the engine's own token rates beside the client's
     failures_allowed: bool = False  # load.allow_failures when it was measured (older files: not allowed)
-    # request lines of this attempt in <engine>.requests.jsonl, counted when the run is read for a report
-    # by whatever reads it for a verdict; None: not counted (not saved in run.json; no reader counts them yet)
+    # request lines of this attempt in <engine>.requests.jsonl(.xz), counted when the run is read for a report
+    # (schema/request_lines.attach); None: not counted (never saved in run.json)
     requests_on_file: int | None = None
 
     @classmethod

@@ -4,8 +4,14 @@
 # those and run.json replace; request, profile-request, server- and client-log files (the device's hold only what the
 # resume appended) are appended to the local .xz; telemetry gzip members are appended; traces are copied.
 #   bash scripts/gpu/merge_run.sh /work/.device/N/runs/RUN reports/.../RUN
+# The merge is made in a copy of OLD and kept only when every complete point of the merged run.json has its request
+# lines on file (llmcompare.schema.request_lines): a measurement without them is never produced.
 set -euo pipefail
-new=${1:?NEW run dir}; old=${2:?OLD run dir}
+new=${1:?NEW run dir}; dest=${2:?OLD run dir}
+py=${PYTHON:-$(dirname "$0")/../../.venv/bin/python}
+old=$(mktemp -d "$(dirname "$dest")/.merge.XXXXXX")
+trap 'rm -rf "$old"' EXIT
+cp -a "$dest"/. "$old"/
 for f in "$new"/*; do
   b=$(basename "$f")
   case $b in
@@ -18,4 +24,10 @@ for f in "$new"/*; do
     *) [ -e "$old/$b" ] && echo "kept local $b (also came back)" || cp "$f" "$old/$b" ;;
   esac
 done
-ls -la "$old"
+if ! "$py" -m llmcompare.schema.request_lines "$old"; then
+  echo "merge_run.sh: refused: $dest left as it was (bring the missing request files back, then merge again)" >&2
+  exit 1
+fi
+rm -rf "$dest.premerge"; mv "$dest" "$dest.premerge" && mv "$old" "$dest" && rm -rf "$dest.premerge"
+trap - EXIT
+ls -la "$dest"

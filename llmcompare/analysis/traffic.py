@@ -1,0 +1,36 @@
+"""What kind of traffic a load point was: synchronized, or not (issue 26).
+
+A closed loop whose requests all have the same prompt and output length (the `random` and `shared-prefix`
+datasets with ignore_eos, the map's fixed cells) moves in synchronized waves: c requests start together,
+prefill together, decode together and finish together, so the next c start together again. Its whole-point and
+short-run figures depend on the first wave and on how the point's length cuts the waves (reports/h200-grid: the
+3-wave c=256 points' gap is made largely by wave 1). Users' traffic is not like that: lengths vary (ShareGPT-like
+lengths, a dataset file, outputs ending at EOS) and requests arrive at a rate (open loop). The report labels every
+verdict row with its traffic, so a synchronized verdict is never read as one about realistic traffic.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llmcompare.schema.run import LoadKey
+
+SYNCHRONIZED = "synchronized"  # the label's first word for fixed lengths in a closed loop
+FIXED_LENGTH_DATASETS = ("random", "shared-prefix")  # every prompt the same length; outputs too with ignore_eos
+
+
+def label(workload: dict, burstiness: float, key: LoadKey) -> str:
+    """'synchronized (fixed lengths, closed loop)', 'variable lengths, closed loop', or 'open loop, Poisson
+    arrivals' (and the lengths); workload: the run's scenario["workload"] (defaults: schema/scenario.Workload)."""
+    fixed = workload.get("dataset", "random") in FIXED_LENGTH_DATASETS and workload.get("ignore_eos", True)
+    lengths = "fixed lengths" if fixed else "variable lengths"
+    if key.concurrency is not None:
+        return f"{SYNCHRONIZED} ({lengths}, closed loop)" if fixed else f"{lengths}, closed loop"
+    if key.request_rate is not None and math.isinf(key.request_rate):
+        return f"every request at once, {lengths}" + (" (synchronized)" if fixed else "")
+    arrivals = "Poisson arrivals" if burstiness == 1.0 else f"gamma arrivals (burstiness {burstiness:g})"
+    return f"open loop, {arrivals}, {lengths}"
+
+
+def synchronized(text: str) -> bool:
+    return SYNCHRONIZED in text
