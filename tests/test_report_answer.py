@@ -116,3 +116,19 @@ def test_a_heatmap_cell_takes_the_colour_of_the_engine_ahead():
     ahead, behind = map_charts.cell_colour(20.0, True, 40.0, a, b), map_charts.cell_colour(-20.0, True, 40.0, a, b)
     assert ahead == map_charts._tint(a, 0.35 + 0.65 * 0.5) and behind == map_charts._tint(b, 0.35 + 0.65 * 0.5)
     assert map_charts.cell_colour(-20.0, False, 40.0, a, b) == map_charts._tint(b, map_charts.PALE)  # not significant
+
+
+def test_no_fastest_of_all_where_an_engine_has_no_usable_figure():
+    from test_verdict import engine
+
+    from llmcompare.report.answer import leader_sentence
+
+    a = engine("a", [[100.0, 101.0, 99.0], [400.0, 401.0, 399.0]])
+    b = engine("b", [[50.0, 51.0, 49.0], [200.0, 201.0, 199.0]])
+    c = engine("c", [[20.0, 21.0, 19.0], [100.0, 101.0, 99.0]])
+    for p in c.points:
+        if p.index == 1:
+            p.status = "failed"  # c has nothing usable at c=8: a leads b there, but not "all the others"
+    s = leader_sentence({n: n for n in "abc"}, {"a": a, "b": b, "c": c}, "whole")
+    assert s.startswith("Fastest of the 3 engines at each of 2 cells") and "a at 1, by" in s and "(c=1)" in s
+    assert "not every engine has a usable figure at 1 (c=8): no fastest of all there" in s

@@ -92,11 +92,14 @@ def leader_sentence(titles: dict[str, str], recs: dict, figures: str, cross_mach
     if not keys:  # no cell with trusted results for two engines: the pair sentences say why
         return None
     lead: dict[str, list[tuple[LoadKey, float]]] = {}
-    none = set()
+    none, partial = set(), set()
     for k in keys:
+        if any(k not in per for per in rows.values()):
+            partial.add(k)  # an engine without a usable figure there: nobody is the fastest of all
+            continue
         for a in recs:
-            gaps = [per[k].gap for (x, _), per in rows.items() if x == a and k in per]
-            if gaps and all(g.word == "faster" for g in gaps):
+            gaps = [per[k].gap for (x, _), per in rows.items() if x == a]
+            if all(g.word == "faster" for g in gaps):
                 lead.setdefault(a, []).append((k, min(g.pct for g in gaps)))
                 break
         else:
@@ -105,6 +108,9 @@ def leader_sentence(titles: dict[str, str], recs: dict, figures: str, cross_mach
              for a, v in sorted(lead.items(), key=lambda kv: -len(kv[1]))]
     if none:
         parts.append(f"no engine significantly ahead of all the others at {len(none)} ({where(none, keys)})")
+    if partial:
+        parts.append(f"not every engine has a usable figure at {len(partial)} ({where(partial, keys)}): no "
+                     "fastest of all there")
     return f"Fastest of the {len(recs)} engines at each of {len(keys)} cells (output throughput): " + \
         "; ".join(parts) + "."
 
@@ -156,7 +162,8 @@ def sureness_sentence(rows: list[verdict.Row], engines: dict) -> str:
     return ("How sure: figures are means with 95% intervals, gaps have 95% intervals (Method, below), and a cell is "
             "called faster or slower only where the gap's interval excludes 0. Of the "
             f"{len(est)} figures compared ({', '.join(f'{n} {s}' for s, n in sources.most_common())}), {', '.join(rests)}. "
-            "Load points left out whole (a repeat's first attempt untrusted, partial or with failed requests; no "
+            "Load points left out whole (a repeat's first attempt untrusted, partial, with failed requests or without "
+            "its request lines on file; no "
             "verdict rests on the repeats that passed): " + ("; ".join(rest) if rest else "none") + ".")
 
 
@@ -196,7 +203,10 @@ def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_sai
             said.append(pair_sentence(titles[lb], titles[baseline], rs) + _apart(rs))
             rows += rs
     if not rows:
-        said.append("No load point has complete, trusted results for two engines: no verdict.")
+        others = [f"{a} and {b}" for i, a in enumerate(recs) for b in list(recs)[i + 1:] if baseline not in (a, b)
+                  and verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)]
+        said.append(f"No load point has complete, trusted results for {engines[baseline].title} and another engine: "
+                    "no verdict against it" + (f" (compared in the win map: {', '.join(others)})." if others else "."))
     elif x := crossover_sentence(recs, figures, cross_machine):
         said.append(x)
     said += capacity_said

@@ -42,7 +42,8 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     if not all_rows:
         for lb in gaps:
             doc.p(verdict.sentence(engines[lb].title, engines[baseline].title, gaps[lb]))
-        doc.p("No load point has complete, trusted results for two engines: no verdict.")
+        doc.p(f"No load point has complete, trusted results for {engines[baseline].title} and another engine: no "
+              "verdict against it.")
         return {}
     panels: dict[str, dict] = {}
     for lb, r in all_rows:
