@@ -167,3 +167,19 @@ def test_figures_whole_takes_whole_points_where_windows_exist(tmp_path):
     assert "b: slower than a at c=1 (-25.0% [" in md
     with pytest.raises(ValueError, match="report --figures: 'x' is not valid; valid: auto, whole"):
         build_report([str(d)], str(tmp_path / "r2"), baseline="a", figures="x")
+
+
+def test_the_verdict_table_gives_tail_latency_beside_throughput(tmp_path):
+    a = engine("a", [[100.0, 104.0, 96.0], [400.0, 404.0, 396.0]])
+    b = engine("b", [[101.0, 99.0, 109.0], [300.0, 303.0, 297.0]])
+    for e, ttft in ((a, [50.0, 51.0, 49.0]), (b, [100.0, 102.0, 98.0])):  # b's p99 TTFT twice a's, at c=1 only
+        for p in e.points:
+            if p.index == 0:
+                p.metrics.stats["p99_ttft_ms"] = ttft[p.repeat]
+    md = (build_report([str(write_run(tmp_path, [a, b]))], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
+    head = next(ln for ln in md.splitlines() if ln.startswith("| engine | point | output tok/s"))
+    assert "| TTFT p99 difference % | TPOT p99 difference % | traffic |" in head
+    c1 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=1 |")).split(" | ")
+    assert c1[8].startswith("+100.0% [") and c1[8].endswith("] slower") and c1[9] == "–"
+    c8 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=8 |")).split(" | ")
+    assert c8[8] == "–"  # no p99 TTFT at c=8: no verdict on it

@@ -58,11 +58,12 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
                 f"Output-throughput gap against {baseline}, a panel per workload cell, a colour per engine; bars "
                 "are 95% intervals")
     kinds = {(lb, r.key): traffic_of(engines[lb].run, r.key) for lb, r in all_rows}
+    tails = tail_latency(engines, baseline, figures, cross_machine)
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
-               "from", "interval", "traffic"],
+               "from", "interval", "TTFT p99 difference %", "TPOT p99 difference %", "traffic"],
               [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(),
                 r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source,
-                r.candidate.method, kinds[(lb, r.key)]] for lb, r in all_rows])
+                r.candidate.method, *tails.get((lb, r.key), ("–", "–")), kinds[(lb, r.key)]] for lb, r in all_rows])
     if any(traffic.synchronized(k) for k in kinds.values()):
         doc.p("Rows marked synchronized are fixed lengths in a closed loop: the requests move in waves (they start, "
               "prefill, decode and finish together; the per-second chart shows the waves), so their figures depend "
@@ -73,6 +74,20 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     doc.p("How the figures, intervals and words are made: Method, verdicts (below).")
     doc.method("Verdicts: figures, intervals, significance (llmcompare/analysis/verdict.py)", verdict.METHOD)
     return gaps
+
+
+def tail_latency(engines: dict, baseline: str, figures: str, cross_machine: bool) -> dict:
+    """(engine, point) -> the p99 TTFT and p99 TPOT differences against the baseline, each '+34.3% [+21.6,
+    +48.4] slower' (verdict.compare on the metric: lower is better), '–' where that metric has no verdict."""
+    out: dict = {}
+    for lb, sv in engines.items():
+        if lb == baseline:
+            continue
+        per = [{r.key: r for r in verdict.compare(sv.rec, engines[baseline].rec, m, figures, cross_machine)}
+               for m in ("p99_ttft_ms", "p99_tpot_ms")]
+        for k in set(per[0]) | set(per[1]):
+            out[(lb, k)] = tuple(f"{d[k].gap.text()} {d[k].gap.word}" if k in d else "–" for d in per)
+    return out
 
 
 def latency_verdicts(doc: Doc, engines: dict, baseline: str, figures: str = "auto", cross_machine: bool = False) -> None:
