@@ -9,6 +9,7 @@ import pytest
 
 from llmcompare.analysis import mser, steady
 from llmcompare.schema.request import RequestRecord
+from llmcompare.serve import converge
 
 
 def ramp_then_flat(n=300, ramp=20, level=100.0, noise=3.0, seed=1):
@@ -127,3 +128,24 @@ def test_open_loop_steady_state_ends_at_the_last_send():
     assert why == "" and st.end_reason == "last send" and st.end_s == pytest.approx(t)
     assert st.output_throughput == pytest.approx(5 * 50, rel=0.1)
     assert st.halfwidth_tok_s > 0
+
+
+def test_the_live_rule_converges_on_a_flat_rate_and_not_while_it_is_moving():
+    flat = converge.Converger(0.02, 600.0)
+    for r in closed_loop(8, 1000, lambda t: 1.0):
+        flat.finished(r)
+    assert not flat.converged(15.0)  # 15 s: too short for MSER-5
+    assert flat.converged(100.0) and flat.decide(100.0) == "converged"
+    moving = converge.Converger(0.02, 600.0)
+    for r in closed_loop(8, 1500, lambda t: 1.0 / (1 + t / 30)):
+        moving.finished(r)
+    assert not moving.converged(150.0) and moving.decide(150.0) is None
+    assert moving.decide(600.0) == "time up"
+
+
+def test_the_live_rule_reads_only_before_the_oldest_request_in_flight():
+    conv = converge.Converger(0.02, 600.0)
+    for r in closed_loop(8, 1000, lambda t: 1.0):
+        conv.finished(r)
+    conv.started(99999, 10.0)  # a request sent at 10 s is still in flight: only 10 s of series are complete
+    assert not conv.converged(100.0)

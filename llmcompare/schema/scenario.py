@@ -179,6 +179,15 @@ class Load:
     client_workers: int | str = "auto"
     allow_failures: bool = False  # may a complete, trusted point hold failed requests (then counted in the verdicts)
     capacity: Capacity | None = None  # a request-rate search for the highest rate meeting the SLOs (analysis/capacity.py)
+    # a point sends until its steady-state rate's relative half-width is at most the target, or its time is up
+    # (serve/converge.py); None: the point sends its planned requests
+    converge: Converge | None = None
+
+
+@dataclass
+class Converge:
+    rel_halfwidth: float = 0.02  # target: 95% half-width of the steady-state output rate / the rate
+    max_s: float = 600.0  # s from the point's start: it stops sending here whatever the interval ("time up")
 
 
 @dataclass
