@@ -149,3 +149,14 @@ def test_the_live_rule_reads_only_before_the_oldest_request_in_flight():
         conv.finished(r)
     conv.started(99999, 10.0)  # a request sent at 10 s is still in flight: only 10 s of series are complete
     assert not conv.converged(100.0)
+
+
+def test_the_report_states_the_rule_its_cut_and_whether_it_converged():
+    from llmcompare.report.serve import steady_note
+    from llmcompare.schema.run import PointResult
+
+    st, _ = steady.find(closed_loop(8, 1000, lambda t: 0.25 + 0.75 * min(1.0, t / 20)), 8)
+    note = steady_note(PointResult(steady=st, converge_stop="converged"))
+    assert note.startswith("mser-5: warm-up ") and "to last send at" in note and "; converged (±" in note
+    assert note.endswith("load.converge: converged")
+    assert steady_note(PointResult(no_steady="too short for MSER-5")) == "too short for MSER-5"
