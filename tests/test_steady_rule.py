@@ -61,17 +61,21 @@ def test_batch_means_widens_and_flags_autocorrelated_batches():
     assert not plain.widened
 
 
-def closed_loop(c, n, speed, out=50, itl_s=0.02, stop_early=None, seed=0):
+def closed_loop(c, n, speed, out=50, itl_s=0.02, stop_early=None, pause=None, seed=0):
     """Synthetic closed loop: c slots, n requests; each token's gap is itl_s / speed(t) with 20% jitter.
-    stop_early: (slots, after_s): those slots send nothing after after_s (one client process ran out early)."""
+    stop_early: (slots, after_s): those slots send nothing after after_s (one client process ran out early).
+    pause: (slots, at_s, for_s): those slots wait for_s before their first send after at_s (a slow refill)."""
     rng = np.random.default_rng(seed)
     slots = [(0.0, i) for i in range(c)]
     heapq.heapify(slots)
-    recs = []
+    recs, paused = [], set()
     while len(recs) < n and slots:
         t0, slot = heapq.heappop(slots)
         if stop_early and slot < stop_early[0] and t0 > stop_early[1]:
             continue
+        if pause and slot < pause[0] and t0 > pause[1] and (slot, "paused") not in paused:
+            paused.add((slot, "paused"))
+            t0 += pause[2]
         t, chunks = t0 + 0.05, []
         for _ in range(out):
             t += itl_s / speed(t) * rng.lognormal(0, 0.2)
@@ -103,6 +107,12 @@ def test_the_window_ends_where_the_requests_in_flight_fall_below_the_target():
     st, _ = steady.find(recs, 8)
     assert st.end_reason == "in flight below target"
     assert 59.0 <= st.end_s <= 62.0 < max(r.dispatch_s for r in recs)
+
+
+def test_a_dip_in_flight_that_recovers_is_not_the_drain():
+    recs = closed_loop(8, 1000, lambda t: 1.0, pause=(4, 40.0, 2.0))  # 4 slots refill 2 s late once, after 40 s
+    st, _ = steady.find(recs, 8)
+    assert st.end_reason == "last send" and st.end_s == pytest.approx(max(r.dispatch_s for r in recs))
 
 
 def test_not_converged_when_short_or_still_moving():

@@ -2,8 +2,8 @@
 
 The steady state (rule "mser-5", see schema/run.Steady and analysis/mser.py for the method and its sources):
   end   before the drain: the last send (closed and open loop), or earlier, in a closed loop of concurrency c,
-        at the first second after the c-th send in which the requests in flight averaged fewer than c - 0.5
-        (a slot left empty for most of a second: the drain has begun, e.g. one client process has sent its share);
+        where the requests in flight fall below c - 0.5 (averaged over a second) and stay below it up to the last
+        send (a slot left empty for good: the drain has begun, e.g. one client process has sent its share);
   rate  the output tokens per second in 1 s bins counted back from the end (tokens counted where their chunks
         arrived: a request's output tokens are spread evenly over the chunks that carried them; vLLM sends one
         token per chunk, lmdeploy several under load);
@@ -81,8 +81,11 @@ def _spans(records: Sequence[RequestRecord]) -> np.ndarray:
 
 def end_bound(records: Sequence[RequestRecord], concurrency: int | None,
               bin_s: float = BIN_S) -> tuple[float, str] | None:
-    """Where the steady state must end, s from the point's start, and why: "last send", or (closed loop)
-    "in flight below target": the first bin after the c-th send whose mean requests in flight are < c - 0.5."""
+    """Where the steady state must end, s from the point's start, and why: "last send", or (closed loop) "in flight
+    below target": the end of the last bin (after the c-th send) whose mean requests in flight are at least
+    c - 0.5, when every later whole bin before the last send is below it (a slot left empty for good: the drain has
+    begun, e.g. one client process has sent its share). A dip that recovers is not a drain: with synchronized
+    waves a burst of completions leaves slots empty for a moment before they are refilled."""
     spans = _spans(records)
     if not len(spans):
         return None
@@ -90,13 +93,13 @@ def end_bound(records: Sequence[RequestRecord], concurrency: int | None,
     last = float(sends[-1])
     if not concurrency or len(sends) < concurrency:
         return last, "last send"
-    t = float(sends[concurrency - 1])
-    while t + bin_s <= last:
-        overlap = np.clip(np.minimum(spans[:, 1], t + bin_s) - np.maximum(spans[:, 0], t), 0, None)
-        if overlap.sum() / bin_s < concurrency - 0.5:
-            return t, "in flight below target"
-        t += bin_s
-    return last, "last send"
+    starts = float(sends[concurrency - 1]) + bin_s * np.arange(int((last - sends[concurrency - 1]) // bin_s))
+    full = [np.clip(np.minimum(spans[:, 1], t + bin_s) - np.maximum(spans[:, 0], t), 0, None).sum() / bin_s
+            >= concurrency - 0.5 for t in starts]
+    if not full or full[-1]:
+        return last, "last send"
+    kept = [i for i, f in enumerate(full) if f]
+    return (float(starts[kept[-1]] + bin_s) if kept else float(starts[0])), "in flight below target"
 
 
 def rate_series(records: Sequence[RequestRecord], end_s: float, bin_s: float = BIN_S) -> tuple[np.ndarray, float]:
