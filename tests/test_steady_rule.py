@@ -107,6 +107,7 @@ def test_the_window_ends_where_the_requests_in_flight_fall_below_the_target():
     st, _ = steady.find(recs, 8)
     assert st.end_reason == "in flight below target"
     assert 59.0 <= st.end_s <= 62.0 < max(r.dispatch_s for r in recs)
+    assert steady.in_flight_floor(1) == 0.5 and steady.in_flight_floor(256) == pytest.approx(243.2)  # 5% slack
 
 
 def test_a_dip_in_flight_that_recovers_is_not_the_drain():

@@ -2,8 +2,8 @@
 
 The steady state (rule "mser-5", see schema/run.Steady and analysis/mser.py for the method and its sources):
   end   before the drain: the last send (closed and open loop), or earlier, in a closed loop of concurrency c,
-        where the requests in flight fall below c - 0.5 (averaged over a second) and stay below it up to the last
-        send (a slot left empty for good: the drain has begun, e.g. one client process has sent its share);
+        where the requests in flight fall below in_flight_floor(c) (min(c - 0.5, 0.95c), averaged over a second)
+        and stay below it up to the last send (a slot left empty for good: the drain has begun, e.g. one client process has sent its share);
   rate  the output tokens per second in 1 s bins counted back from the end (tokens counted where their chunks
         arrived: a request's output tokens are spread evenly over the chunks that carried them; vLLM sends one
         token per chunk, lmdeploy several under load);
@@ -79,11 +79,19 @@ def _spans(records: Sequence[RequestRecord]) -> np.ndarray:
     return np.asarray(out, dtype=float).reshape(-1, 2)
 
 
+def in_flight_floor(c: int) -> float:
+    """Requests in flight (mean over a bin) below which a closed loop of c is draining: c - 0.5, or 95% of c when
+    that is lower. The slack: a slot stands empty between a request's last token (its E2EL, where its span ends)
+    and the next send (the stream's end, the client's turn-around); in the committed H200 grid, lmdeploy at c=256
+    finishing 32 requests a second averaged 255.0 in flight with no drain (one slot's worth)."""
+    return min(c - 0.5, 0.95 * c)
+
+
 def end_bound(records: Sequence[RequestRecord], concurrency: int | None,
               bin_s: float = BIN_S) -> tuple[float, str] | None:
     """Where the steady state must end, s from the point's start, and why: "last send", or (closed loop) "in flight
     below target": the end of the last bin (after the c-th send) whose mean requests in flight are at least
-    c - 0.5, when every later whole bin before the last send is below it (a slot left empty for good: the drain has
+    in_flight_floor(c), when every later whole bin before the last send is below it (a slot left empty for good: the drain has
     begun, e.g. one client process has sent its share). A dip that recovers is not a drain: with synchronized
     waves a burst of completions leaves slots empty for a moment before they are refilled."""
     spans = _spans(records)
@@ -95,7 +103,7 @@ def end_bound(records: Sequence[RequestRecord], concurrency: int | None,
         return last, "last send"
     starts = float(sends[concurrency - 1]) + bin_s * np.arange(int((last - sends[concurrency - 1]) // bin_s))
     full = [np.clip(np.minimum(spans[:, 1], t + bin_s) - np.maximum(spans[:, 0], t), 0, None).sum() / bin_s
-            >= concurrency - 0.5 for t in starts]
+            >= in_flight_floor(concurrency) for t in starts]
     if not full or full[-1]:
         return last, "last send"
     kept = [i for i, f in enumerate(full) if f]
