@@ -6,8 +6,8 @@ here from <engine>.requests.jsonl(.xz).
 
   python scripts/steady_rule.py OUT.md RUN_DIR [RUN_DIR...]
 
-Per-wave rate (closed loop, concurrency c): the requests sorted by send time, wave j is the (j-1)c+1-th to the
-jc-th of them; its rate is their output tokens / (the last one's finish - the first one's send). Only whole waves.
+Per-wave rate (closed loop, concurrency c): wave j runs from the (j-1)c-th completion to the jc-th (wave 1 from
+the point's start); its rate is the output tokens whose chunks arrived in it / its length. Whole waves only.
 """
 
 from __future__ import annotations
@@ -44,16 +44,14 @@ def requests(run_dir: Path, engine: str) -> dict[tuple[int, int, int], list[Requ
 
 
 def waves(recs: list[RequestRecord], c: int | None) -> list[float]:
-    """Per whole wave of c requests (by send order), its output tok/s."""
-    ok = sorted((r for r in recs if r.success and r.e2el_ms is not None), key=lambda r: r.dispatch_s)
+    """Per wave, its output tok/s: wave j runs from the (j-1)c-th completion to the jc-th (the first from the
+    point's start); its tokens are those whose chunks arrived in it (as steady.py counts them)."""
+    fin = sorted(r.dispatch_s + r.e2el_ms / 1000 for r in recs if r.success and r.e2el_ms is not None)
     if not c:
         return []
-    out = []
-    for j in range(len(ok) // c):
-        w = ok[j * c:(j + 1) * c]
-        span = max(r.dispatch_s + r.e2el_ms / 1000 for r in w) - w[0].dispatch_s
-        out.append(sum(r.output_tokens or 0 for r in w) / span if span > 0 else float("nan"))
-    return out
+    edges = [0.0] + [fin[j * c - 1] for j in range(1, len(fin) // c + 1)]
+    return [steady.tokens_between(recs, a, b) / (b - a) if b > a else float("nan")
+            for a, b in zip(edges, edges[1:], strict=False)]
 
 
 def row(engine: str, p, recs: list[RequestRecord]) -> list[str]:
@@ -96,8 +94,9 @@ def main(out: str, dirs: list[str]) -> None:
              "Rule (llmcompare/analysis/steady.py, mser.py; docs/metrics.md): MSER-5 warm-up truncation on the "
              "per-second output rate (White 1997), the window ended before the drain (the last send, or earlier "
              "when fewer than c requests are in flight), and a 95% interval by 10-30 batch means of the window "
-             f"(Schmeiser 1982), converged at a relative half-width of at most {100 * TARGET:g}%. Per-wave rate: a "
-             "wave's c requests (by send order), their output tokens / (last finish - first send).", ""]
+             f"(Schmeiser 1982), converged at a relative half-width of at most {100 * TARGET:g}%. Per-wave rate: wave "
+             "j runs from the (j-1)c-th completion to the jc-th (wave 1 from the point's start), its output tokens "
+             "(where their chunks arrived) / its length. 's': the point's length, first send to last finish.", ""]
     for d in dirs:
         lines += table(Path(d))
         print(f"done {d}", file=sys.stderr)
