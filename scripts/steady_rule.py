@@ -76,7 +76,7 @@ HEAD = ["engine", "point", "repeat", "attempt", "status", "s", "whole-point tok/
         "interval / why no steady state"]
 
 
-def table(run_dir: Path) -> list[str]:
+def table(run_dir: Path, tally: dict[str, int]) -> list[str]:
     run = load_run(run_dir)
     lines = [f"### {run_dir.parent.name}/{run_dir.name}", "", "| " + " | ".join(HEAD) + " |",
              "|" + " --- |" * len(HEAD)]
@@ -84,23 +84,36 @@ def table(run_dir: Path) -> list[str]:
         recs = requests(run_dir, name)
         for p in e.points:
             if (got := recs.get((p.index, p.repeat, p.attempt))):
-                lines.append("| " + " | ".join(row(name, p, got)) + " |")
+                cells = row(name, p, got)
+                tally[outcome(cells)] = tally.get(outcome(cells), 0) + 1
+                lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
+
+
+def outcome(cells: list[str]) -> str:
+    why = cells[-1]
+    if cells[-2] == "–":
+        return "too short for MSER-5" if why.startswith("too short") else why.split(":")[0]
+    return "steady state, converged" if cells[-2] == "yes" else "steady state, not converged"
 
 
 def main(out: str, dirs: list[str]) -> None:
     lines = ["# The steady-state rule on committed H200 runs", "",
              "Written by `scripts/steady_rule.py` from each run's per-request files (nothing here is typed by hand). "
-             "Rule (llmcompare/analysis/steady.py, mser.py; docs/metrics.md): MSER-5 warm-up truncation on the "
+             "Rule (llmcompare/analysis/steady.py, mser.py; docs/report.md, 'The steady state'): MSER-5 warm-up truncation on the "
              "per-second output rate (White 1997), the window ended before the drain (the last send, or earlier "
-             "when fewer than c requests are in flight), and a 95% interval by 10-30 batch means of the window "
+             "when the requests in flight stay below min(c - 0.5, 0.95c)), and a 95% interval by 10-30 batch means of the window "
              f"(Schmeiser 1982), converged at a relative half-width of at most {100 * TARGET:g}%. Per-wave rate: wave "
              "j runs from the (j-1)c-th completion to the jc-th (wave 1 from the point's start), its output tokens "
              "(where their chunks arrived) / its length. 's': the point's length, first send to last finish.", ""]
+    body: list[str] = []
+    tally: dict[str, int] = {}
     for d in dirs:
-        lines += table(Path(d))
+        body += table(Path(d), tally)
         print(f"done {d}", file=sys.stderr)
-    Path(out).write_text("\n".join(lines))
+    lines += [f"Of {sum(tally.values())} measured points (every repeat and attempt): "
+              + "; ".join(f"{n} {what}" for what, n in sorted(tally.items(), key=lambda kv: -kv[1])) + ".", ""]
+    Path(out).write_text("\n".join(lines + body))
 
 
 if __name__ == "__main__":
