@@ -102,8 +102,8 @@ class Workload:
     input_len: int | list[int] = 1024
     output_len: int | list[int] = 256  # random and jsonl default: exact output length in tokens (ignore_eos); a list: an axis
     num_prompts: int = 100  # requests per load point
-    # if > 0, a point of concurrency c sends max(num_prompts, this * c): its number of waves; from 3 on the
-    # point has a steady-state window of this - 2 whole waves (analysis/steady.py)
+    # if > 0, a point of concurrency c sends max(num_prompts, this * c): its number of waves (its steady state is
+    # found from the data, analysis/steady.py: it needs 20 s or more of series)
     prompts_per_concurrency: int = 0
     seed: int = 0
     ignore_eos: bool = True
