@@ -171,3 +171,15 @@ def test_the_report_states_the_rule_its_cut_and_whether_it_converged():
     assert note.startswith("mser-5: warm-up ") and "to last send at" in note and "; converged (±" in note
     assert note.endswith("load.converge: converged")
     assert steady_note(PointResult(no_steady="too short for MSER-5")) == "too short for MSER-5"
+
+
+def test_files_written_before_the_rule_still_read():
+    from llmcompare.schema.codec import record
+    from llmcompare.schema.run import PointResult
+
+    old = {"index": 0, "concurrency": 4, "status": "complete",  # a point's steady window as files before the rule
+           "steady": {"start_s": 1.0, "end_s": 9.0, "output_tokens": 800.0, "output_throughput": 100.0,
+                      "request_throughput": 2.0, "requests_inside": 12, "stats": {}, "sub_output_throughput": [99.0]}}
+    p = record(PointResult, old)
+    assert p.steady.rule == "" and p.steady.converged is None and p.steady.halfwidth_tok_s is None
+    assert p.no_steady is None and p.converge_stop is None
