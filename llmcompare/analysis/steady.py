@@ -46,6 +46,9 @@ def _finish_s(r: RequestRecord) -> float | None:
 
 
 def window(records: Sequence[RequestRecord], concurrency: int | None) -> tuple[float, float] | None:
+    """The older wave window (the steady window of files written before MSER-5): closed loop, from the 2c-th send
+    over whole waves of c; open loop, from one median E2EL after the first send to the last send. Still the window
+    of the engine-counter comparison (analysis/agreement.py); not the steady state (find)."""
     sends = sorted(r.dispatch_s for r in records if not r.cut_off)
     if not sends:
         return None
