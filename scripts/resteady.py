@@ -26,7 +26,8 @@ def resteady(run_dir: str) -> None:
             recs = [record(RequestRecord, r) for r in lines
                     if (r["point"], r["repeat"], r["attempt"]) == (p.index, p.repeat, p.attempt)]
             before = p.steady.output_throughput if p.steady else None
-            p.steady = steady.steady(recs, p.concurrency) if recs and p.metrics else None
+            p.steady, why = steady.find(recs, p.concurrency) if recs and p.metrics else (None, "")
+            p.no_steady = why or None
             after = p.steady.output_throughput if p.steady else None
             print(f"{name} {p.label} #{p.repeat + 1} attempt {p.attempt}: steady {before} -> {after}")
     write_json(Path(run.dir) / "run.json", run)

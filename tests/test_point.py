@@ -15,7 +15,7 @@ from llmcompare.engines.registry import GREEDY
 from llmcompare.engines.server import free_port
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import LoadKey
-from llmcompare.serve import loadgen
+from llmcompare.serve import converge, loadgen
 from llmcompare.serve.client import body_template
 
 
@@ -129,19 +129,48 @@ def test_lmdeploy_style_chunks_count_tokens_not_chunks(lmdeploy_like):
 def test_steady_window_excludes_ramp_up_and_drain(server):
     c, n = 4, 24
     pr = run(server, LoadKey(concurrency=c), n)
-    st = steady.steady(pr.records, c)
     sends = sorted(r.dispatch_s for r in pr.records)
-    assert st.start_s == sends[2 * c - 1] and st.end_s == sends[-1]
+    first22 = sorted(pr.records, key=lambda r: r.dispatch_s)[:22]  # 22 = 2c + 3.5c: 3 whole waves of c
+    assert steady.window(first22, c) == (sends[2 * c - 1], sends[5 * c - 1])  # the wave window (engine counters)
+    st, why = steady.find(pr.records, c)  # a fraction of a second: too short for MSER-5's 20 s
+    assert st is None and "too short" in why
+    st, _ = steady.find(pr.records, c, bin_s=0.005)  # 5 ms observations: enough of them
+    assert st is not None and st.end_s == pytest.approx(sends[-1]) and st.end_reason == "last send"
     # inside it c requests are always in flight, each ~55 ms for 8 tokens: about c * 8 / 0.055 tok/s
     e2el_s = sum(r.e2el_ms for r in pr.records) / n / 1000
     assert st.output_throughput == pytest.approx(c * 8 / e2el_s, rel=0.25)
-    assert st.requests_inside > 0 and len(st.sub_output_throughput) == steady.SUB_WINDOWS
-    assert steady.steady(pr.records[:11], c) is None  # fewer than three waves: no window of a whole wave
-    first22 = sorted(pr.records, key=lambda r: r.dispatch_s)[:22]  # 22 = 2c + 3.5c: 3 whole waves of c
-    assert steady.window(first22, c) == (sends[2 * c - 1], sends[5 * c - 1])
     rows = steady.series(pr.records, pr.duration_s, [])
     assert sum(r["output_tok_per_s"] for r in rows) == pytest.approx(n * 8)  # 1 s bins: every token once
     assert max(r["in_flight"] for r in rows) <= c
+
+
+class StopAfter(converge.Converger):
+    """Decides "converged" once `after` requests have finished (the stopping, not the rule, is tested here)."""
+
+    def __init__(self, after: int):
+        super().__init__(0.02, 600.0)
+        self.after, self.check_s, self.seen = after, 0.05, 0
+
+    def converged(self, now_s: float) -> bool:
+        return self.seen >= self.after
+
+    def finished(self, rec) -> None:
+        super().finished(rec)
+        self.seen += 1
+
+
+def test_load_converge_stops_sending_and_lets_the_requests_in_flight_finish(server):
+    conv = StopAfter(6)
+
+    async def go():
+        req = loadgen.Request(f"{server}/v1/completions", fakeserver.MODEL, body_template(GREEDY, True), 30.0)
+        async with aiohttp.ClientSession() as s:
+            return await loadgen.run_point(s, req, LoadKey(concurrency=2), specs(2000, 32), conv=conv)
+
+    pr = asyncio.run(go())
+    assert pr.converge_stop == "converged" and 6 <= len(pr.records) < 2000
+    assert not pr.partial and pr.unfinished == 0  # not due: the point is complete with what it sent
+    assert all(r.success and not r.cut_off for r in pr.records)
 
 
 def test_prompts_for_duration_from_the_warm_up():

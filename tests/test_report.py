@@ -48,7 +48,7 @@ def test_serve_table_equals_the_run_files(report):
         for p in e["points"]:
             m = p["metrics"]
             want.append([name, f"{p['label']} in={wl['input_len']} out={wl['output_len']}", "1", "1", p["status"], str(m["completed"]), str(m["failed"]),
-                         fmt(m["output_throughput"]), "–", fmt(m["median_ttft_ms"]), fmt(m["p99_ttft_ms"]),
+                         fmt(m["output_throughput"]), "–", "–", "–", fmt(m["median_ttft_ms"]), fmt(m["p99_ttft_ms"]),
                          fmt(m["median_tpot_ms"]), fmt(m["p99_tpot_ms"]), fmt(m["median_itl_ms"]), fmt(m["p99_itl_ms"]),
                          "–", fmt(p["server_metrics"].get("mean_num_requests_running")),
                          "–", "–", "–", "–", ""])  # a /1 file: no prefix-cache or engine token counters, workers

@@ -72,7 +72,8 @@ BAD = [
     (setter("load.request_rate", [0]), "s.yaml: load.request_rate[0]: must be in 0.01..1e+06 req/s, or .inf (every request at once), got 0.0"),
     (setter("load.arrival", "uniform"), "s.yaml: load: unknown key 'arrival'; valid keys: concurrency, request_rate, "
      "burstiness, max_concurrency, warmup_requests, request_timeout_s, metrics_interval_s, repeats, "
-     "restart_between_repeats, interleave, min_duration_s, max_prompts_per_point, max_attempts, client_workers, allow_failures, capacity"),
+     "restart_between_repeats, interleave, min_duration_s, max_prompts_per_point, max_attempts, client_workers, allow_failures, capacity, "
+     "converge"),
     (setter("load.concurrency", [4, 4]), "s.yaml: load.concurrency: [4] listed twice; each load point must be distinct "
      "(use load.repeats to measure a point several times)"),
     (setter("load.repeats", 0), "s.yaml: load.repeats: must be in 1..1000, got 0"),
@@ -122,6 +123,19 @@ BAD = [
     (setter("kernel_bench", {"timeout_s": ".inf"}), "s.yaml: kernel_bench.timeout_s: must be in 1..86400 s, got inf"),
     (setter("profile", {"telemetry_interval_ms": 1}), "s.yaml: profile.telemetry_interval_ms: must be in 10..60000 "
      "ms, or 0 (off), got 1"),
+    (setter("load.converge", {"rel_halfwidth": 0}), "s.yaml: load.converge.rel_halfwidth: must be in 0.001..0.5 (a "
+     "fraction of the rate: 0.02 is +-2%), got 0.0"),
+    (setter("load.converge", {"max_s": 5}), "s.yaml: load.converge.max_s: must be in 30..86400 s (MSER-5 and 10 "
+     "batch means need at least 30 s of series), got 5.0"),
+    (setter("load.converge", {"max_s": ".inf"}), "s.yaml: load.converge.max_s: must be in 30..86400 s (MSER-5 and "
+     "10 batch means need at least 30 s of series), got inf"),
+    (setter("load.converge", {"rel_halfwidth": 0.02, "until": 3}), "s.yaml: load.converge: unknown key 'until'; "
+     "valid keys: rel_halfwidth, max_s"),
+    (lambda d: d["load"].update(request_rate=[".inf"], converge={}), "s.yaml: load.converge: cannot be combined "
+     "with load.request_rate .inf (every request sent at once: nothing left to stop sending)"),
+    (lambda d: d["workload"].update(dataset="jsonl", path=__file__) or d["load"].update(converge={}),
+     "s.yaml: load.converge: needs a generated workload.dataset (random, shared-prefix, synthetic-sharegpt: a "
+     "file's points have fixed sizes); got dataset jsonl"),
     (setter("references", [{"label": "x", "metric": "speed"}]),
      "s.yaml: references[0].metric: 'speed' is not valid; valid: output_throughput, request_throughput, gap_pct, gemm_s"),
 ]
@@ -160,6 +174,12 @@ def test_precedence_cli_over_file_over_defaults(tmp_path):
     assert s.workload.input_len == 16  # file
     assert s.workload.seed == 0 and s.load.warmup_requests == 2  # defaults
     assert s.load.request_rate == [float("inf")]
+
+
+def test_load_converge_reads_with_its_defaults(tmp_path):
+    s = load_with(tmp_path, setter("load.converge", {"max_s": 120}))
+    assert s.load.converge.rel_halfwidth == 0.02 and s.load.converge.max_s == 120.0
+    assert load_with(tmp_path, lambda d: None).load.converge is None  # off unless asked
 
 
 def test_env_expansion(monkeypatch):

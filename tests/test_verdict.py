@@ -180,6 +180,37 @@ def test_the_verdict_table_gives_tail_latency_beside_throughput(tmp_path):
     head = next(ln for ln in md.splitlines() if ln.startswith("| engine | point | output tok/s"))
     assert "| TTFT p99 difference % | TPOT p99 difference % | traffic |" in head
     c1 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=1 |")).split(" | ")
-    assert c1[8].startswith("+100.0% [") and c1[8].endswith("] slower") and c1[9] == "–"
+    assert c1[10].startswith("+100.0% [") and c1[10].endswith("] slower") and c1[11] == "–"
     c8 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=8 |")).split(" | ")
-    assert c8[8] == "–"  # no p99 TTFT at c=8: no verdict on it
+    assert c8[10] == "–"  # no p99 TTFT at c=8: no verdict on it
+
+
+def mser_point(i, repeat, whole, rate, half=None, no_steady=None):
+    """A point whose steady state was found by MSER-5 (rate, its half-width), or none (no_steady: why)."""
+    m = Metrics(completed=10, output_throughput=whole, stats={"median_tpot_ms": 1000 / whole})
+    st = None if no_steady else Steady(20.0, 80.0, output_throughput=rate, sub_output_throughput=[rate] * 10,
+                                       rule="mser-5", halfwidth_tok_s=half, batches=10)
+    return PointResult(index=i, repeat=repeat, concurrency=1, status="complete", metrics=m, steady=st,
+                       no_steady=no_steady)
+
+
+def test_the_verdict_uses_the_steady_rate_says_why_and_keeps_the_whole_point_beside_it():
+    # steady rates: b level with a; whole points (warm-up and drain in them): b 20% slower
+    a = EngineRecord(name="a", kind="vllm", status="complete", machine=ONE,
+                     points=[mser_point(0, r, 100.0 + r, 100.0 + r) for r in range(3)])
+    b = EngineRecord(name="b", kind="vllm", status="complete", machine=ONE,
+                     points=[mser_point(0, r, 80.0 + r, 100.0 + r) for r in range(3)])
+    (row,) = verdict.compare(b, a)
+    assert row.candidate.source == "steady-state rate (MSER-5)" and row.gap.pct == pytest.approx(0.0)
+    assert "every repeat of both engines has a steady state" in row.why
+    assert row.whole is not None and row.whole.pct == pytest.approx(100 * (81 / 101 - 1))
+    # one repeat of b without a steady state: both engines fall back to whole points, and the row says which and why
+    b.points[1] = mser_point(0, 1, 81.0, 0.0, no_steady="no steady state: MSER-5's minimum lies in the second half")
+    (row,) = verdict.compare(b, a)
+    assert row.candidate.source == "whole point" and row.baseline.source == "whole point" and row.whole is None
+    assert row.why == "b repeat 2 has no steady state (no steady state: MSER-5's minimum lies in the second half)"
+
+
+def test_one_run_uses_the_rules_own_half_width():
+    e = verdict.estimate([mser_point(0, 0, 90.0, 100.0, half=3.0)])
+    assert (e.lo, e.hi) == (97.0, 103.0) and "10 batch means" in e.method

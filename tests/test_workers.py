@@ -21,7 +21,7 @@ import yaml
 from llmcompare.engines.server import free_port
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import LoadKey
-from llmcompare.serve import loadgen, workers
+from llmcompare.serve import converge, loadgen, workers
 
 
 def test_closed_loop_split_keeps_c_in_flight_over_all_workers():
@@ -90,6 +90,31 @@ def test_a_closed_loop_point_over_two_workers_records_every_request(fake):
         peak = max(peak, level)
     assert peak <= 4
     assert not any(p.is_alive() for p in procs)
+
+
+class StopAfter(converge.Converger):
+    """Decides "converged" once `after` requests have finished (the stopping over processes is tested, not the rule)."""
+
+    def __init__(self, after: int):
+        super().__init__(0.02, 600.0)
+        self.after, self.check_s, self.seen = after, 0.05, 0
+
+    def converged(self, now_s: float) -> bool:
+        return self.seen >= self.after
+
+    def finished(self, rec) -> None:
+        super().finished(rec)
+        self.seen += 1
+
+
+def test_load_converge_stops_every_worker_sending_and_lets_the_requests_in_flight_finish(fake):
+    async def main():
+        with workers.WorkerPool(2, _req(fake)) as pool:
+            return await pool.run_point(LoadKey(concurrency=4), _specs(4000), conv=StopAfter(8))
+
+    run = asyncio.run(main())
+    assert run.converge_stop == "converged" and 8 <= len(run.records) < 4000
+    assert not run.partial and all(r.success and not r.cut_off for r in run.records)
 
 
 def test_an_open_loop_point_sends_at_the_global_schedule(fake):

@@ -1,17 +1,19 @@
 """Steady state and the per-second series of one load point, from its request records alone.
 
-Window (see results.Steady):
-  closed loop, concurrency c, N requests sent: each completion sends the next request, so the j-th completion
-    is the (c + j)-th send. The window opens at the c-th completion (every slot has been refilled once: ramp-up
-    over) and closes k * c completions later, k = floor((N - 2c) / c) >= 1, at or before the last send (after it
-    the slots drain). A whole number of c completions matters: with fixed lengths the requests move in
-    synchronized waves (prefill, then decode), and a window that cuts a wave short over-weights one phase.
-    Needs N >= 3c.
-  open loop: it opens one median E2EL after the first send (the requests in flight have reached their steady
-    level) and closes at the last send.
-Tokens are counted where their chunks arrived: a request's output tokens are spread evenly over the chunks
-that carried them (vLLM sends one token per chunk; lmdeploy several under load).
+The steady state (rule "mser-5", see schema/run.Steady and analysis/mser.py for the method and its sources):
+  end   before the drain: the last send (closed and open loop), or earlier, in a closed loop of concurrency c,
+        where the requests in flight fall below in_flight_floor(c) (min(c - 0.5, 0.95c), averaged over a second)
+        and stay below it up to the last send (a slot left empty for good: the drain has begun, e.g. one client process has sent its share);
+  rate  the output tokens per second in 1 s bins counted back from the end (tokens counted where their chunks
+        arrived: a request's output tokens are spread evenly over the chunks that carried them; vLLM sends one
+        token per chunk, lmdeploy several under load);
+  start MSER-5's warm-up truncation of that series; no steady state when its minimum lies in the second half
+        or the series is too short (the reason is kept on the point: PointResult.no_steady);
+  interval batch means of the window (10 to 30 batches), converged when the relative half-width is at most the
+        target (load.converge.rel_halfwidth, else DEFAULT_TARGET).
 Latency statistics of the window come from the requests sent and finished inside it.
+window() is the older wave window (the 2c-th send, whole waves of c), still used for the engine-counter
+comparison (analysis/agreement.py).
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from llmcompare.analysis import mser
 from llmcompare.analysis.metrics import tpot_ms
 from llmcompare.schema.request import RequestRecord
 from llmcompare.schema.run import Steady
 
-SUB_WINDOWS = 5  # the window is cut in this many equal parts for a within-run interval (batch means)
+RULE = "mser-5"
+BIN_S = 1.0  # s: one observation of the rate series per second
+DEFAULT_TARGET = 0.02  # relative half-width a point's rate must reach to be called converged, without load.converge
 
 
 def _token_times(r: RequestRecord) -> tuple[np.ndarray, float]:
@@ -41,6 +46,9 @@ def _finish_s(r: RequestRecord) -> float | None:
 
 
 def window(records: Sequence[RequestRecord], concurrency: int | None) -> tuple[float, float] | None:
+    """The older wave window (the steady window of files written before MSER-5): closed loop, from the 2c-th send
+    over whole waves of c; open loop, from one median E2EL after the first send to the last send. Still the window
+    of the engine-counter comparison (analysis/agreement.py); not the steady state (find)."""
     sends = sorted(r.dispatch_s for r in records if not r.cut_off)
     if not sends:
         return None
@@ -68,17 +76,89 @@ def tokens_between(records: Sequence[RequestRecord], a: float, b: float) -> floa
     return total
 
 
-def steady(records: Sequence[RequestRecord], concurrency: int | None) -> Steady | None:
-    w = window(records, concurrency)
-    if w is None:
+def _spans(records: Sequence[RequestRecord]) -> np.ndarray:
+    """(dispatch, finish) of every request not cut off, s from the point's start; a failed one without E2EL: 0 s."""
+    out = [(r.dispatch_s, r.dispatch_s + (r.e2el_ms or 0.0) / 1000.0) for r in records if not r.cut_off]
+    return np.asarray(out, dtype=float).reshape(-1, 2)
+
+
+def in_flight_floor(c: int) -> float:
+    """Requests in flight (mean over a bin) below which a closed loop of c is draining: c - 0.5, or 95% of c when
+    that is lower. The slack: a slot stands empty between a request's last token (its E2EL, where its span ends)
+    and the next send (the stream's end, the client's turn-around); in the committed H200 grid, lmdeploy at c=256
+    finishing 32 requests a second averaged 255.0 in flight with no drain (one slot's worth)."""
+    return min(c - 0.5, 0.95 * c)
+
+
+def end_bound(records: Sequence[RequestRecord], concurrency: int | None,
+              bin_s: float = BIN_S) -> tuple[float, str] | None:
+    """Where the steady state must end, s from the point's start, and why: "last send", or (closed loop) "in flight
+    below target": the end of the last bin (after the c-th send) whose mean requests in flight are at least
+    in_flight_floor(c), when every later whole bin before the last send is below it (a slot left empty for good: the drain has
+    begun, e.g. one client process has sent its share). A dip that recovers is not a drain: with synchronized
+    waves a burst of completions leaves slots empty for a moment before they are refilled."""
+    spans = _spans(records)
+    if not len(spans):
         return None
-    start, end = w
+    sends = np.sort(spans[:, 0])
+    last = float(sends[-1])
+    if not concurrency or len(sends) < concurrency:
+        return last, "last send"
+    starts = float(sends[concurrency - 1]) + bin_s * np.arange(int((last - sends[concurrency - 1]) // bin_s))
+    full = [np.clip(np.minimum(spans[:, 1], t + bin_s) - np.maximum(spans[:, 0], t), 0, None).sum() / bin_s
+            >= in_flight_floor(concurrency) for t in starts]
+    if not full or full[-1]:
+        return last, "last send"
+    kept = [i for i, f in enumerate(full) if f]
+    return (float(starts[kept[-1]] + bin_s) if kept else float(starts[0])), "in flight below target"
+
+
+def rate_series(records: Sequence[RequestRecord], end_s: float, bin_s: float = BIN_S) -> tuple[np.ndarray, float]:
+    """Output tok/s in bins of bin_s ending at end_s (as many whole bins as fit after 0), and the first edge."""
+    m = int(end_s // bin_s)
+    first = end_s - m * bin_s
+    edges = first + bin_s * np.arange(m + 1)
+    tokens = np.zeros(m)
+    for r in records:
+        t, per = _token_times(r)
+        if per and m:
+            tokens += per * np.histogram(t, bins=edges)[0]
+    return tokens / bin_s, first
+
+
+def find(records: Sequence[RequestRecord], concurrency: int | None, target: float = DEFAULT_TARGET,
+         bin_s: float = BIN_S) -> tuple[Steady | None, str]:
+    """The point's steady state by the module's rule, or None and why not."""
+    bound = end_bound(records, concurrency, bin_s)
+    if bound is None:
+        return None, "no request was sent"
+    end, reason = bound
+    x, first = rate_series(records, end, bin_s)
+    cut = mser.truncate(x)
+    if cut.skip is None:
+        return None, cut.why_not
+    bm = mser.batch_means(x[cut.skip:])
+    if bm is None:
+        return None, (f"steady part too short for an interval: {len(x) - cut.skip} s after the warm-up, "
+                      f"needs {mser.MIN_BATCH_MEANS}")
+    warmup = first + cut.skip * bin_s
+    start = warmup + bm.skipped * bin_s
+    st = _inside(records, start, end)
+    rel = bm.rel_halfwidth
+    st.output_throughput, st.sub_output_throughput = bm.mean, bm.means
+    st.rule, st.warmup_s, st.end_reason = RULE, warmup, reason
+    st.halfwidth_tok_s, st.rel_halfwidth, st.batches, st.batch_s = bm.halfwidth, rel, bm.batches, bm.batch_len * bin_s
+    st.lag1_autocorr, st.widened, st.target_rel_halfwidth = bm.lag1, bm.widened, target
+    st.converged = bool(rel <= target)
+    return st, ""
+
+
+def _inside(records: Sequence[RequestRecord], start: float, end: float) -> Steady:
+    """The window's token and request counts and the latency statistics of the requests inside it."""
     length = end - start
     tokens = tokens_between(records, start, end)
     finished = [f for r in records if (f := _finish_s(r)) is not None and start <= f < end]
     inside = [r for r in records if r.success and r.dispatch_s >= start and (_finish_s(r) or math.inf) <= end]
-    edges = np.linspace(start, end, SUB_WINDOWS + 1)
-    subs = [tokens_between(records, a, b) / (b - a) for a, b in zip(edges, edges[1:], strict=False)]
     st: dict[str, float] = {}
     for name, vals in (("ttft", [r.ttft_ms for r in inside]), ("tpot", [t for r in inside if (t := tpot_ms(r))]),
                        ("itl", [g for r in inside for g in r.itl_ms()]), ("e2el", [r.e2el_ms for r in inside])):
@@ -86,8 +166,12 @@ def steady(records: Sequence[RequestRecord], concurrency: int | None) -> Steady 
             st[f"median_{name}_ms"] = float(np.median(vals))
             st[f"p99_{name}_ms"] = float(np.percentile(vals, 99))
     return Steady(start_s=start, end_s=end, output_tokens=tokens, output_throughput=tokens / length,
-                  request_throughput=len(finished) / length, requests_inside=len(inside), stats=st,
-                  sub_output_throughput=subs)
+                  request_throughput=len(finished) / length, requests_inside=len(inside), stats=st)
+
+
+def steady(records: Sequence[RequestRecord], concurrency: int | None, target: float = DEFAULT_TARGET) -> Steady | None:
+    """find()'s window, without the reason."""
+    return find(records, concurrency, target)[0]
 
 
 def series(records: Sequence[RequestRecord], duration_s: float, samples: Sequence[tuple[float, dict]],

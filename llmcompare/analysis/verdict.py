@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from llmcompare.analysis import machines
 from llmcompare.schema.run import EngineRecord, LoadKey, PointResult
 
-METHOD = """Which value of a point: the steady-state window's figure when every repeat of both engines has one (analysis/steady.py),
-else the whole-point figure (what vLLM bench serve reports) for both; the verdict says which.
+METHOD = """Which value of a point: the steady-state rate when every repeat of both engines has a steady state (analysis/steady.py:
+the warm-up cut by MSER-5 on the per-second output rate, the window ended before the drain; files written before
+that rule carry the older wave window and are labelled so), else the whole-point figure (what vLLM bench serve
+reports) for both; each verdict row says which and why (the point without a steady state, and the rule's reason),
+and gives the whole-point gap beside it. Why the steady state first: the whole point holds the ramp-up and the drain,
+so its rate moves with the point's length; the steady rate does not, once it has converged.
 
 Which attempts: each repeat's counted attempt is its first one; an attempt made again because the one before it was
 untrusted (the runner's own retry, or a resume's --redo untrusted) never replaces it, so the rule cannot prefer
@@ -25,8 +29,9 @@ and the report says which and why, rather than a verdict resting on the repeats 
 
 Interval of one engine's figure at one load point, from its values x_1..x_n:
   n >= 2 repeats   mean +- t(0.975, n-1) * s / sqrt(n)                       ("across n repeats")
-  n == 1           the same over the steady window's SUB_WINDOWS equal parts (batch means: "within one run";
-                   it leaves out run-to-run variance, so it is narrower than it should be, and says so)
+  n == 1           the steady state's own batch-means interval (10 to 30 batch means of the window, widened when
+                   their lag-1 autocorrelation is high; older files: the window's 5 equal parts): "within one run";
+                   it leaves out run-to-run variance, so it is narrower than it should be, and says so
 Gap of A against B: g = mean_A / mean_B - 1. Its interval is Welch's t interval on log(mean_A) - log(mean_B),
 with the delta-method variance s_A^2 / (n_A mean_A^2) + s_B^2 / (n_B mean_B^2) and Welch-Satterthwaite degrees of
 freedom, mapped back by exp(.) - 1. "no significant difference" when the interval holds 0.
@@ -61,8 +66,8 @@ class Estimate:
     hi: float | None
     n: int  # values it rests on
     samples: list[float]
-    method: str  # "across 3 repeats", "within one run (5 parts of the steady window)", "one value, no interval"
-    source: str  # "steady-state window" | "whole point"
+    method: str  # "across 3 repeats", "within one run (20 batch means of the steady window)", "one value, no interval"
+    source: str  # "steady-state rate (MSER-5)" | "steady-state window" (older files' wave window) | "whole point"
 
 
 @dataclass
@@ -146,20 +151,43 @@ def estimate(points: list[PointResult], metric: str = "output_throughput", stead
         return None
     if steady is None:
         steady = has_steady(points, metric)
-    source = "steady-state window" if steady else "whole point"
+    source = _source(points) if steady else "whole point"
     xs = [v for p in points if (v := _value(p, metric, steady)) is not None]
     if not xs:
         return None
+    st = points[0].steady if steady else None
     if len(xs) >= 2:
         samples, method = xs, f"across {len(xs)} repeats"
-    elif steady and metric == "output_throughput" and len(points[0].steady.sub_output_throughput) >= 2:
-        samples = points[0].steady.sub_output_throughput
-        method = f"within one run ({len(samples)} parts of the steady window; run-to-run variance not included)"
+    elif st and metric == "output_throughput" and len(st.sub_output_throughput) >= 2:
+        samples = st.sub_output_throughput
+        parts = "batch means" if st.rule else "parts"
+        method = f"within one run ({len(samples)} {parts} of the steady window; run-to-run variance not included)"
+        if st.halfwidth_tok_s is not None:  # the rule's own interval (widened when the batch means are correlated)
+            return Estimate(xs[0], xs[0] - st.halfwidth_tok_s, xs[0] + st.halfwidth_tok_s, len(samples), samples,
+                            method, source)
     else:
         return Estimate(xs[0], None, None, 1, xs, "one value, no interval", source)
     m, s = statistics.fmean(samples), statistics.stdev(samples)
     half = t975(len(samples) - 1) * s / math.sqrt(len(samples))
     return Estimate(statistics.fmean(xs), m - half, m + half, len(samples), samples, method, source)
+
+
+def _source(points: list[PointResult]) -> str:
+    return "steady-state rate (MSER-5)" if all(p.steady.rule for p in points) else "steady-state window"
+
+
+def why_figure(cand: str, cp: list[PointResult], base: str, bp: list[PointResult], figures: str, steady: bool) -> str:
+    """Why a verdict row uses the figure it uses (METHOD: the steady state first, else the whole point)."""
+    if steady:
+        older = "" if all(p.steady.rule for p in cp + bp) else "; some are the older wave window (files before MSER-5)"
+        return f"every repeat of both engines has a steady state{older}"
+    if figures == "whole":
+        return "whole points asked for (--figures whole)"
+    for name, pts in ((cand, cp), (base, bp)):
+        if bad := next((p for p in pts if p.steady is None), None):
+            why = bad.no_steady or "no steady-state window on file"
+            return f"{name} repeat {bad.repeat + 1} has no steady state ({why})"
+    return "a steady-state figure is missing for this metric"
 
 
 def gap(a: Estimate, b: Estimate, higher_is_better: bool = True) -> Gap:
@@ -193,6 +221,8 @@ class Row:
     baseline: Estimate
     gap: Gap
     machines: str | None = None  # analysis/machines.difference, when the comparison was allowed across machines
+    why: str = ""  # why the figure (why_figure)
+    whole: Gap | None = None  # the whole-point gap, beside a steady-state verdict (None when the verdict is whole-point)
 
 
 FIGURES = ("auto", "whole")  # auto: steady-state windows where both engines have them; whole: whole points
@@ -213,7 +243,11 @@ def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throug
         both = figures == "auto" and has_steady(cp[key], metric) and has_steady(bp[key], metric)  # like with like
         a, b = estimate(cp[key], metric, both), estimate(bp[key], metric, both)
         if a and b:
-            rows.append(Row(key, a, b, gap(a, b, higher_is_better=metric == "output_throughput"), apart))
+            better = metric == "output_throughput"
+            wa, wb = (estimate(cp[key], metric, False), estimate(bp[key], metric, False)) if both else (None, None)
+            rows.append(Row(key, a, b, gap(a, b, higher_is_better=better), apart,
+                            why_figure(cand.name, cp[key], base.name, bp[key], figures, both),
+                            gap(wa, wb, higher_is_better=better) if wa and wb else None))
     return rows
 
 

@@ -154,7 +154,8 @@ def left_out(engines: dict) -> list[str]:
 def sureness_sentence(rows: list[verdict.Row], engines: dict) -> str:
     """How sure: what each figure rests on, and how many measured runs were left out."""
     est = [e for r in rows for e in (r.candidate, r.baseline)]
-    sources = Counter({"whole point": "whole points", "steady-state window": "steady-state windows"}.get(e.source, e.source)
+    sources = Counter({"whole point": "whole points", "steady-state window": "steady-state windows",
+                       "steady-state rate (MSER-5)": "steady-state rates (MSER-5)"}.get(e.source, e.source)
                       for e in est)
     rests = [_rests_on(m, n) for m, n in Counter(e.method for e in est).most_common()]
     rests[0] = rests[0].replace(" on ", " rest on ", 1)

@@ -60,10 +60,12 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     kinds = {(lb, r.key): traffic_of(engines[lb].run, r.key) for lb, r in all_rows}
     tails = tail_latency(engines, baseline, figures, cross_machine)
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
-               "from", "interval", "TTFT p99 difference %", "TPOT p99 difference %", "traffic"],
+               "from", "why this figure", "whole-point gap %", "interval", "TTFT p99 difference %",
+               "TPOT p99 difference %", "traffic"],
               [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(),
-                r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source,
-                r.candidate.method, *tails.get((lb, r.key), ("–", "–")), kinds[(lb, r.key)]] for lb, r in all_rows])
+                r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source, r.why,
+                r.whole.text() if r.whole else "(the verdict's)", r.candidate.method,
+                *tails.get((lb, r.key), ("–", "–")), kinds[(lb, r.key)]] for lb, r in all_rows])
     if any(traffic.synchronized(k) for k in kinds.values()):
         doc.p("Rows marked synchronized are fixed lengths in a closed loop: the requests move in waves (they start, "
               "prefill, decode and finish together; the per-second chart shows the waves), so their figures depend "
@@ -118,11 +120,26 @@ def _point_row(lb: str, p) -> list:
     m, st = p.metrics, p.steady
     return [lb, p.label, p.repeat + 1, p.attempt, p.status, m.completed if m else None, m.failed if m else None,
             m.output_throughput if m else None, st.output_throughput if st else None,
+            st.halfwidth_tok_s if st else None, steady_note(p),
             m.stat("median_ttft_ms") if m else None, m.stat("p99_ttft_ms") if m else None,
             m.stat("median_tpot_ms") if m else None, m.stat("p99_tpot_ms") if m else None,
             m.stat("median_itl_ms") if m else None, m.stat("p99_itl_ms") if m else None,
             m.mean_tokens_per_chunk if m else None, p.server_metrics.get("mean_num_requests_running"), cache_hit(p),
             *_counters(p), "; ".join(p.trust.reasons) if not p.trust.trusted else ""]
+
+
+def steady_note(p) -> str | None:
+    """The point's steady state in words: the rule, warm-up cut, end, interval against its target, and what
+    load.converge decided; or why it has none."""
+    st, stop = p.steady, f"; load.converge: {p.converge_stop}" if p.converge_stop else ""
+    if st is None:
+        return (p.no_steady or "") + stop or None  # None: an older file says nothing
+    if not st.rule:
+        return "wave window (files before MSER-5)"
+    word = "converged" if st.converged else "not converged"
+    flag = ", batch means correlated (widened)" if st.widened else ""
+    return (f"{st.rule}: warm-up {st.warmup_s:.0f} s cut, to {st.end_reason} at {st.end_s:.0f} s; {word} "
+            f"(±{100 * st.rel_halfwidth:.1f}% vs {100 * st.target_rel_halfwidth:g}%, {st.batches} batches{flag}){stop}")
 
 
 def _counters(p) -> list:
@@ -160,9 +177,11 @@ def serve_details(doc: Doc, out: Path, engines: dict, refs: list[dict], colours:
                                      logx=False),
                 "Median TPOT against output throughput, a panel per workload cell")
     doc.p("Every point, repeat and attempt (whole-point figures as vLLM bench serve computes them; 'steady' is "
-          "the steady-state window's output tok/s; ITL is between chunks carrying tokens, read beside tokens per "
-          "chunk). Points that are not complete and trusted are listed but enter no verdict.")
+          "the steady-state rate (warm-up cut by MSER-5, drain left out) with its 95% batch-means half-width; ITL "
+          "is between chunks carrying tokens, read beside tokens per chunk). Points that are not complete and "
+          "trusted are listed but enter no verdict.")
     doc.table(["engine", "point", "repeat", "attempt", "status", "ok", "failed", "output tok/s", "steady tok/s",
+               "steady ± tok/s", "steady state",
                "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms",
                "tokens/chunk", "running (engine)", "prefix cache hit %", "client processes", "engine gen tok/s",
                "client shortfall %", "why untrusted"], rows)

@@ -3,6 +3,8 @@ schema/build.py): each error names the field, the bad value and what is valid.""
 
 from __future__ import annotations
 
+import math
+
 from llmcompare.engines.environments import check_venv
 from llmcompare.engines.gemm_backends import UnknownBackend, backend
 from llmcompare.engines.launch import check_degree, check_prefix_cache, check_tensor_parallel
@@ -14,6 +16,7 @@ from llmcompare.schema.scenario import (
     GENERATED,
     SLO_METRICS,
     Capacity,
+    Converge,
     Engine,
     Profile,
     SameAnswerCheck,
@@ -115,6 +118,8 @@ def _check_load(s: Scenario) -> None:
     for i, p in enumerate(s.percentiles):
         if not 0 < p < 100:
             raise ScenarioError(f"percentiles[{i}]: must be in (0, 100), got {p}")
+    if ld.converge:
+        check_converge(ld.converge, ld.request_rate, wl.dataset)
     if ld.capacity:
         rules.check(ld.capacity, s.slo, s.percentiles, wl.cells(), ld.restart_between_repeats or ld.interleave)
 
@@ -203,3 +208,15 @@ def check_same_answer(c: SameAnswerCheck) -> None:
     bounded(f"{where}.max_kl", c.max_kl, 0, 10, "nats")
     bounded(f"{where}.tie_margin", c.tie_margin, 0, 10, "nats")
     bounded(f"{where}.timeout_s", c.timeout_s, 1, 3600, "s")
+
+
+def check_converge(c: Converge, request_rate: list[float], dataset: str) -> None:
+    where = "load.converge"
+    bounded(f"{where}.rel_halfwidth", c.rel_halfwidth, 0.001, 0.5, "(a fraction of the rate: 0.02 is +-2%)")
+    bounded(f"{where}.max_s", c.max_s, 30, DAY_S, "s (MSER-5 and 10 batch means need at least 30 s of series)")
+    if math.inf in request_rate:
+        raise ScenarioError(f"{where}: cannot be combined with load.request_rate .inf (every request sent at once: "
+                            "nothing left to stop sending)")
+    if dataset not in GENERATED:  # the point's prompts are made for max_s; a file's are shared out before the run
+        raise ScenarioError(f"{where}: needs a generated workload.dataset ({', '.join(GENERATED)}: a file's points "
+                            f"have fixed sizes); got dataset {dataset}")

@@ -135,17 +135,34 @@ class Metrics:
 
 @dataclass
 class Steady:
-    """A closed-loop point's steady-state window: from the moment the first c requests have finished (every slot
-    busy, ramp-up over) to the last request sent (drain not yet begun). Figures inside it only."""
+    """A point's steady-state window and the figures inside it only.
 
-    start_s: float = 0.0  # seconds from the point's start
+    rule "mser-5" (analysis/steady.py, analysis/mser.py): the warm-up is truncated by MSER-5 on the per-second
+    output rate, the window ends before the drain (the last send, or earlier when the requests in flight fall
+    below the closed loop's target), and the rate's 95% interval is by batch means of the window.
+    rule "" (files written before the rule): a closed-loop window from the 2c-th send over whole waves of c
+    completions, or (open loop) from one median E2EL after the first send to the last send; no interval fields."""
+
+    start_s: float = 0.0  # seconds from the point's start: the first second of the batch means
     end_s: float = 0.0
     output_tokens: float = 0.0  # tokens whose chunks arrived inside the window
-    output_throughput: float = 0.0  # tok/s over the window
+    output_throughput: float = 0.0  # tok/s over the window: the steady-state rate (= mean of the batch means)
     request_throughput: float = 0.0  # requests finished inside the window / its length
     requests_inside: int = 0  # sent and finished inside the window: the latency statistics below
     stats: dict[str, float] = field(default_factory=dict)  # median_/p99_ of ttft, tpot, itl, e2el (ms)
-    sub_output_throughput: list[float] = field(default_factory=list)  # the window cut in equal parts, tok/s each
+    # rule mser-5: the batch means of the window, tok/s each; rule "": the window cut in 5 equal parts
+    sub_output_throughput: list[float] = field(default_factory=list)
+    rule: str = ""  # "mser-5"; "" in files written before the rule (the window described above)
+    warmup_s: float | None = None  # MSER-5's truncation, s from the point's start (start_s is at or after it)
+    end_reason: str = ""  # "last send" | "in flight below target" (closed loop: fewer than c requests in flight)
+    halfwidth_tok_s: float | None = None  # 95% half-width of output_throughput by batch means (widened if lag-1 high)
+    rel_halfwidth: float | None = None  # halfwidth_tok_s / output_throughput
+    batches: int = 0  # batch means the interval rests on (10 to 30)
+    batch_s: float | None = None  # seconds per batch
+    lag1_autocorr: float | None = None  # lag-1 autocorrelation of the batch means
+    widened: bool = False  # lag1_autocorr above 2 / sqrt(batches): the half-width was widened, and is flagged
+    target_rel_halfwidth: float | None = None  # what converged is judged against (load.converge, else the default)
+    converged: bool | None = None  # rel_halfwidth <= target_rel_halfwidth; None: files written before the rule
 
     @property
     def duration_s(self) -> float:
@@ -200,6 +217,8 @@ class PointResult:
     finished_at: str | None = None
     metrics: Metrics | None = None  # whole point, as vLLM bench serve reports it
     steady: Steady | None = None
+    no_steady: str | None = None  # why the point has no steady state (rule mser-5); None: it has one, or older files
+    converge_stop: str | None = None  # load.converge: "converged" | "time up"; None: not asked (or older files)
     trust: Trust = field(default_factory=Trust)
     server_metrics: dict[str, float] = field(default_factory=dict)  # time-averaged engine gauges
     server_metrics_error: str | None = None

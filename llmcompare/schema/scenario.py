@@ -102,8 +102,8 @@ class Workload:
     input_len: int | list[int] = 1024
     output_len: int | list[int] = 256  # random and jsonl default: exact output length in tokens (ignore_eos); a list: an axis
     num_prompts: int = 100  # requests per load point
-    # if > 0, a point of concurrency c sends max(num_prompts, this * c): its number of waves; from 3 on the
-    # point has a steady-state window of this - 2 whole waves (analysis/steady.py)
+    # if > 0, a point of concurrency c sends max(num_prompts, this * c): its number of waves (its steady state is
+    # found from the data, analysis/steady.py: it needs 20 s or more of series)
     prompts_per_concurrency: int = 0
     seed: int = 0
     ignore_eos: bool = True
@@ -179,6 +179,15 @@ class Load:
     client_workers: int | str = "auto"
     allow_failures: bool = False  # may a complete, trusted point hold failed requests (then counted in the verdicts)
     capacity: Capacity | None = None  # a request-rate search for the highest rate meeting the SLOs (analysis/capacity.py)
+    # a point sends until its steady-state rate's relative half-width is at most the target, or its time is up
+    # (serve/converge.py); None: the point sends its planned requests
+    converge: Converge | None = None
+
+
+@dataclass
+class Converge:
+    rel_halfwidth: float = 0.02  # target: 95% half-width of the steady-state output rate / the rate
+    max_s: float = 600.0  # s from the point's start: it stops sending here whatever the interval ("time up")
 
 
 @dataclass

@@ -148,10 +148,11 @@ def _rough_s(p: LoadPoint, s: Scenario) -> float:
     i_len, o_len = (k.input_len or 512) + (k.prefix_len or 0), k.output_len or 256  # prompt tokens: prefix too
     c = k.concurrency or k.max_concurrency or 1
     one = i_len * c / ROUGH_PREFILL_TOK_PER_S + o_len * ROUGH_TPOT_S
+    most = s.load.converge.max_s if s.load.converge else 0.0  # load.converge: at most max_s (an upper bound)
     if k.concurrency:
-        return max(math.ceil(p.num_prompts / c) * one, s.load.min_duration_s)
+        return max(math.ceil(p.num_prompts / c) * one, s.load.min_duration_s, most)
     if k.request_rate and not math.isinf(k.request_rate):
-        return p.num_prompts / k.request_rate + one
+        return max(p.num_prompts / k.request_rate, most) + one
     return math.ceil(p.num_prompts / c) * one
 
 

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from llmcompare.schema.request import RequestRecord, RequestSpec
 from llmcompare.schema.run import LoadKey
 from llmcompare.schema.scenario import Cell
+from llmcompare.serve import converge
 from llmcompare.serve.client import completion_body, stream_completion
 
 STOP_GRACE_S = 2.0  # after a stop, how long requests in flight get to fail and be recorded as cut off
@@ -62,6 +63,7 @@ class PointRun:
     t0: float = 0.0  # the point's start on the perf_counter clock (CLOCK_MONOTONIC: one clock for every process)
     workers: list[dict] = field(default_factory=list)  # per client worker process: its requests and loop lag
     notes: list[str] = field(default_factory=list)  # what made it partial besides the server (a worker died)
+    converge_stop: str | None = None  # load.converge stopped the sending: "converged" | "time up" (serve/converge.py)
 
     def client_health(self) -> dict:
         """The client's own load: a loop that wakes late delays every timestamp it takes by as much. With worker
@@ -171,45 +173,68 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
                     burstiness: float = 1.0, seed: int = 0,
                     on_record: Callable[[RequestRecord], None] | None = None,
                     abort: Callable[[], str | None] | None = None, desc: str | None = None,
-                    on_start: Callable[[RequestRecord], None] | None = None) -> PointRun:
+                    on_start: Callable[[RequestRecord], None] | None = None,
+                    conv: converge.Converger | None = None) -> PointRun:
     """Sends `specs` under load `key` from this process and returns every finished request; failures are
     recorded, never raised. When `abort` names a reason (the server died), nothing more is sent and requests in
     flight are recorded as cut off. on_start(rec): a request is about to be sent (its record fills in as its
-    chunks arrive). serve/workers.py runs the same over several processes."""
-    bar, stop, reason = progress(len(specs), desc), asyncio.Event(), []
+    chunks arrive). conv (load.converge): sending stops once it decides, and those in flight finish.
+    serve/workers.py runs the same over several processes."""
+    bar, stop, reason, enough = progress(len(specs), desc), asyncio.Event(), [], asyncio.Event()
+    decided: list[str] = []
 
     def check_abort() -> None:
         if abort is not None and not stop.is_set() and (why := abort()):
             reason.append(why)
             stop.set()
 
+    def started(rec: RequestRecord) -> None:
+        if conv is not None:
+            conv.started(rec.index, rec.scheduled_s)
+        if on_start is not None:
+            on_start(rec)
+
     def done(rec: RequestRecord) -> None:
         bar.update(1)
+        if conv is not None:
+            conv.finished(rec)
         if on_record is not None:
             on_record(rec)
 
+    def stop_sending(decision: str) -> None:
+        decided.append(decision)
+        enough.set()
+
     due = None if key.concurrency is not None else arrivals(len(specs), key.request_rate, burstiness, seed)
     c = max(1, min(key.concurrency, len(specs))) if key.concurrency is not None else None
+    t0 = time.perf_counter()
+    watcher = asyncio.create_task(converge.watch(conv, t0, stop_sending)) if conv is not None else None
     try:
         run = await run_share(session, req, specs, list(range(len(specs))), due, c, key.max_concurrency,
-                              time.perf_counter(), stop, on_start, done, check_abort)
+                              t0, stop, started, done, check_abort, enough)
     finally:
         bar.close()
+        if watcher is not None:
+            watcher.cancel()
     run.abort_reason = reason[0] if reason else None
+    run.converge_stop = decided[0] if decided else None
     settle(run, len(specs))
     return run
 
 
 async def run_share(session: aiohttp.ClientSession, req: Request, specs: list[RequestSpec], indices: list[int],
                     due: list[float] | None, concurrency: int | None, cap: int | None, t0: float,
-                    stop: asyncio.Event, on_start=None, on_record=None, check_abort=None) -> PointRun:
+                    stop: asyncio.Event, on_start=None, on_record=None, check_abort=None,
+                    enough: asyncio.Event | None = None) -> PointRun:
     """Sends specs[k] as request indices[k]: closed loop with `concurrency` slots (due None), or each at t0 +
     due[k] with at most `cap` in flight (open loop). Returns when all are done or `stop` is set (those in flight
-    then get STOP_GRACE_S to fail, recorded as cut off). Records go to on_record as they finish."""
+    then get STOP_GRACE_S to fail, recorded as cut off). Records go to on_record as they finish. `enough` set
+    (load.converge): nothing more is sent, and those in flight finish as results."""
     run = PointRun(t0=t0)
+    enough = enough or asyncio.Event()
 
     async def one(k: int, scheduled_s: float) -> None:
-        if stop.is_set():
+        if stop.is_set() or enough.is_set():
             return
         spec = specs[k]
         rec = RequestRecord(indices[k], spec.prompt_len, spec.output_len, scheduled_s=scheduled_s)
@@ -227,9 +252,9 @@ async def run_share(session: aiohttp.ClientSession, req: Request, specs: list[Re
             on_record(rec)
 
     if due is None:
-        main = asyncio.create_task(_closed(one, len(specs), concurrency or 1, stop, t0))
+        main = asyncio.create_task(_closed(one, len(specs), concurrency or 1, stop, t0, enough))
     else:
-        main = asyncio.create_task(_open(one, due, cap, stop, t0))
+        main = asyncio.create_task(_open(one, due, cap, stop, t0, enough))
     watcher = asyncio.create_task(_watch(run, stop, check_abort or (lambda: None)))
     stopped = asyncio.create_task(stop.wait())
     with _gc_paused():
@@ -263,27 +288,29 @@ def _gc_paused():
 
 def settle(run: PointRun, n: int) -> None:
     """Marks the run partial when it was aborted, a client worker died, or it finished fewer than its n requests
-    (cut-off ones count as unfinished)."""
+    (cut-off ones count as unfinished). Stopped by load.converge, its n is what it sent (the rest were not due)."""
     finished = len(run.records) - sum(r.cut_off for r in run.records)
+    if run.converge_stop:
+        n = len(run.records)
     if run.abort_reason or run.notes or finished < n:
         run.partial = True
         run.unfinished = n - finished
 
 
-async def _closed(one, n: int, c: int, stop: asyncio.Event, t0: float) -> None:
+async def _closed(one, n: int, c: int, stop: asyncio.Event, t0: float, enough: asyncio.Event) -> None:
     """c slots share one iterator: each sends its next request when its last one finished."""
     it = iter(range(n))
 
     async def slot() -> None:
         for k in it:  # single-threaded: no races on the iterator
-            if stop.is_set():
+            if stop.is_set() or enough.is_set():
                 return
             await one(k, time.perf_counter() - t0)
 
     await asyncio.gather(*(slot() for _ in range(min(c, n))))
 
 
-async def _open(one, due: list[float], cap: int | None, stop: asyncio.Event, t0: float) -> None:
+async def _open(one, due: list[float], cap: int | None, stop: asyncio.Event, t0: float, enough: asyncio.Event) -> None:
     """Each request is sent at its due time, or when a slot frees if `cap` limits the flight."""
     sem = asyncio.Semaphore(cap) if cap else None
     tasks = []
@@ -298,7 +325,7 @@ async def _open(one, due: list[float], cap: int | None, stop: asyncio.Event, t0:
         delay = t0 + at - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        if stop.is_set():
+        if stop.is_set() or enough.is_set():
             break
         tasks.append(asyncio.create_task(gated(k, at)))
     await asyncio.gather(*tasks)

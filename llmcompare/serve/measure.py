@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -23,7 +24,7 @@ from llmcompare.schema.files import RunFile, append_jsonl
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import PointResult, now
 from llmcompare.schema.scenario import Engine, Scenario
-from llmcompare.serve import capacity_search, capture, loadgen, same_answer
+from llmcompare.serve import capacity_search, capture, converge, loadgen, same_answer
 from llmcompare.serve.client import body_template, completion_body
 from llmcompare.serve.context_length import check_lengths, max_model_len
 from llmcompare.serve.engine_metrics import MetricsSampler
@@ -129,7 +130,7 @@ async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, re
             # the warm-up's E2EL stands for the point's only if it ran at the point's concurrency
             same_load = point.key.concurrency is not None and b.s.load.warmup_requests >= point.key.concurrency
             warm_e2el_s = float(np.median(e2el)) / 1000.0 if e2el and same_load else None
-        lp = loadgen.prompts_for_duration(point, b.s.load.min_duration_s, warm_e2el_s, b.s.load.max_prompts_per_point)
+        lp = _planned(b, point, warm_e2el_s)
         res = PointResult.at(point.key, index=point.index, repeat=repeat, attempt=attempt, num_prompts=lp.num_prompts,
                              num_prompts_why=lp.num_prompts_why, started_at=now())
         b.rf.point(b.engine, res)
@@ -145,6 +146,17 @@ async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, re
         print(f"{b.engine} {res.label}: measuring again (attempt {attempt + 1} of {first + b.s.load.max_attempts - 1}"
               f"{f', with {more} client processes' if more else ''}; verdicts use the first attempt: "
               "docs/metrics.md, trust)", file=sys.stderr)
+
+
+def _planned(b: Bench, point: LoadPoint, warm_e2el_s: float | None) -> LoadPoint:
+    """How many requests the point sends: load.min_duration_s's, or with load.converge enough for its max_s (it
+    stops sending earlier when it converges; serve/converge.py)."""
+    ld, cv = b.s.load, b.s.load.converge
+    if cv is not None and point.key.concurrency is None:  # open loop: rate x max_s requests
+        n = min(ld.max_prompts_per_point, max(point.num_prompts, math.ceil(point.key.request_rate * cv.max_s)))
+        return LoadPoint(point.index, point.key, n, f"load.converge max_s {cv.max_s:g} at the rate")
+    return loadgen.prompts_for_duration(point, max(ld.min_duration_s, cv.max_s if cv else 0.0), warm_e2el_s,
+                                        ld.max_prompts_per_point)
 
 
 async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs: list[RequestSpec]):
@@ -163,15 +175,17 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
     pr, tel = None, Telemetry(b.s.profile.telemetry_interval_ms)
     desc = f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else "")
     seed = b.s.workload.seed + res.index
+    cv = b.s.load.converge
+    conv = converge.Converger(cv.rel_halfwidth, cv.max_s) if cv else None
     try:
         cache_before = await prefix_cache.read(session, url)  # counters: the point's own hits are the difference
         async with tel, sampler:
             if b.pool is not None:
                 pr = await b.pool.run_point(res.key, specs, b.s.load.burstiness, seed, on_record=save, abort=b.abort,
-                                            desc=desc)
+                                            desc=desc, conv=conv)
             else:
                 pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness, seed=seed,
-                                             on_record=save, abort=b.abort, desc=desc)
+                                             on_record=save, abort=b.abort, desc=desc, conv=conv)
         res.prefix_cache = prefix_cache.delta(cache_before, await prefix_cache.read(session, url))
     finally:
         for t, vals in sampler.samples:
@@ -193,7 +207,11 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     res.token_counts = metrics.fill_token_counts(pr.records, b.prompts.count_tokens)
     done = [r for r in pr.records if not r.cut_off]
     res.metrics = metrics.compute(pr.records, pr.duration_s, b.s.percentiles, b.s.slo) if done else None
-    res.steady = steady.steady(pr.records, res.concurrency)
+    cv = b.s.load.converge
+    res.steady, why = steady.find(pr.records, res.concurrency, cv.rel_halfwidth if cv else steady.DEFAULT_TARGET)
+    res.no_steady = why or None
+    if cv is not None:  # it stopped when converged, or ran out of time (or of its max_s worth of requests)
+        res.converge_stop = pr.converge_stop or "time up"
     res.client = {**pr.client_health(), "idle_floor_ms": floor, "workers": b.workers}
     res.client_workers = pr.workers
     res.failures_allowed = b.s.load.allow_failures
@@ -211,9 +229,8 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
         res.status = "failed"
     else:
         res.status = "complete" if res.trust.trusted else "untrusted"
-    if res.steady is None and res.concurrency:
-        res.warnings.append(f"no steady-state window: {res.num_prompts} requests at concurrency {res.concurrency} "
-                            f"are fewer than three waves (set workload.prompts_per_concurrency to 3 or more)")
+    if res.steady is None:
+        res.warnings.append(f"no steady state ({why}): its verdicts use the whole point")
     rows = steady.series(pr.records, pr.duration_s, sampler.samples)
     tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
     for row in rows:

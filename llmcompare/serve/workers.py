@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from llmcompare.schema.codec import record
 from llmcompare.schema.request import RequestRecord, RequestSpec
 from llmcompare.schema.run import LoadKey
-from llmcompare.serve import loadgen
+from llmcompare.serve import converge, loadgen
 
 # Events (streamed chunks) per second one worker sustains with a p99 added ITL error below 1 ms: measured by
 # scripts/client_capacity.py (reports/client-capacity.json, docs/client-capacity.md).
@@ -149,17 +149,19 @@ class WorkerPool:
 
     async def run_point(self, key: LoadKey, specs: list[RequestSpec], burstiness: float = 1.0, seed: int = 0,
                         on_record: Callable[[RequestRecord], None] | None = None,
-                        abort: Callable[[], str | None] | None = None, desc: str | None = None) -> loadgen.PointRun:
+                        abort: Callable[[], str | None] | None = None, desc: str | None = None,
+                        conv: converge.Converger | None = None) -> loadgen.PointRun:
         """loadgen.run_point's contract, over the pool's processes."""
         self.replace_dead()
-        return await _Point(self, key, specs, burstiness, seed, on_record, abort, desc).run()
+        return await _Point(self, key, specs, burstiness, seed, on_record, abort, desc, conv).run()
 
 
 class _Point:
     """One point's run over the pool: dispatch, the records as they come, stop, death of a worker."""
 
-    def __init__(self, pool: WorkerPool, key, specs, burstiness, seed, on_record, abort, desc):
+    def __init__(self, pool: WorkerPool, key, specs, burstiness, seed, on_record, abort, desc, conv=None):
         self.pool, self.key, self.specs, self.on_record, self.abort = pool, key, specs, on_record, abort
+        self.conv = conv  # load.converge: when it decides, every worker is told 'enough' (stop sending)
         self.run_ = loadgen.PointRun()
         self.bar = loadgen.progress(len(specs), desc)
         n = pool.n
@@ -177,9 +179,12 @@ class _Point:
         for wk, job in zip(self.pool.workers, self.jobs, strict=True):
             wk.started, wk.done, wk.dead = {}, None, None
             wk.conn.send(("point", job, [self.specs[i] for i, _ in job["items"]], t0))
+        watcher = asyncio.create_task(converge.watch(self.conv, t0, self._enough)) if self.conv else None
         try:
             await asyncio.gather(*(self._follow(wk) for wk in self.pool.workers))
         finally:
+            if watcher is not None:
+                watcher.cancel()
             if not all(wk.done for wk in self.pool.workers):  # Ctrl-C or an error here: stop them all
                 self._stop_all()
             run.duration_s = time.perf_counter() - t0
@@ -209,9 +214,13 @@ class _Point:
         kind = msg[0]
         if kind == "start":
             wk.started[msg[1]] = msg[2]
+            if self.conv is not None:
+                self.conv.started(msg[1], msg[2])
         elif kind == "rec":
             rec = record(RequestRecord, msg[1])
             wk.started.pop(rec.index, None)
+            if self.conv is not None:
+                self.conv.finished(rec)
             if not rec.success:
                 self._check_abort()  # a failure may be the server dying: then it is not the engine's result
                 if self.run_.abort_reason and not rec.cut_off:
@@ -242,6 +251,16 @@ class _Point:
         if self.abort is not None and not self.run_.abort_reason and (reason := self.abort()):
             self.run_.abort_reason = reason
             self._stop_all()
+
+    def _enough(self, decision: str) -> None:
+        """load.converge decided: every worker stops sending; what is in flight finishes as results."""
+        self.run_.converge_stop = decision
+        for wk in self.pool.workers:
+            if wk.done is None:
+                try:
+                    wk.conn.send(("enough",))
+                except (OSError, ValueError):
+                    pass
 
     def _stop_all(self) -> None:
         if self.stopped:
@@ -339,8 +358,8 @@ async def _serve_jobs(conn: Connection, req: loadgen.Request) -> None:
 async def _job(conn: Connection, session, req: loadgen.Request, job: dict, specs: list[RequestSpec],
                t0: float) -> None:
     """One point's share: the worker's requests under its slots (closed) or at their due times (open)."""
-    stop = asyncio.Event()
-    listener = asyncio.create_task(_listen(conn, stop))
+    stop, enough = asyncio.Event(), asyncio.Event()
+    listener = asyncio.create_task(_listen(conn, stop, enough))
     indices = [i for i, _ in job["items"]]
     due = None if job["concurrency"] is not None else [at for _, at in job["items"]]
 
@@ -354,19 +373,22 @@ async def _job(conn: Connection, session, req: loadgen.Request, job: dict, specs
     if wait > 0:
         await asyncio.sleep(wait)
     run = await loadgen.run_share(session, req, specs, indices, due, job["concurrency"], job["cap"], t0, stop,
-                                  started, finished)
+                                  started, finished, enough=enough)
     listener.cancel()
     await asyncio.gather(listener, return_exceptions=True)
     conn.send(("done", {"loop_lag_ms": run.loop_lag_ms}))
 
 
-async def _listen(conn: Connection, stop: asyncio.Event) -> None:
-    """During a job: 'stop' (or the parent's end) stops sending."""
+async def _listen(conn: Connection, stop: asyncio.Event, enough: asyncio.Event) -> None:
+    """During a job: 'stop' (or the parent's end) stops sending and cuts off what is in flight; 'enough'
+    (load.converge) stops sending and lets what is in flight finish."""
     while not stop.is_set():
         try:
             msg = await _recv(conn)
         except (EOFError, OSError):
             msg = ("stop",)
+        if msg and msg[0] == "enough":
+            enough.set()
         if msg and msg[0] in ("stop", "quit"):
             stop.set()
             if msg[0] == "quit":

@@ -1,0 +1,79 @@
+"""load.converge, live: a point sends requests until its steady-state rate is known to the target, or its time is up.
+
+Every CHECK_S seconds of the measured run the rule of analysis/mser.py (MSER-5 warm-up truncation, batch-means
+interval) is applied to the output rate so far, and when the relative half-width is at most
+load.converge.rel_halfwidth the point stops sending ("converged"); at load.converge.max_s it stops anyway ("time
+up"). Requests in flight then finish normally (they are results, not cut off) and the point's recorded steady
+state (analysis/steady.find, on every record) is computed as for any point.
+
+The rate so far is counted per 1 s bin as each request finishes (its tokens where their chunks arrived), and only
+up to the oldest request still in flight: before that moment every token that arrived belongs to a finished
+request, so the series is complete where it is read (a request's tokens are known only when it finishes).
+Counting as records arrive keeps each check to a few hundred bins, not a pass over every chunk of the point, so
+the client's event loop (which timestamps the chunks) is not held up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from llmcompare.analysis import mser
+from llmcompare.schema.request import RequestRecord
+
+CHECK_S = 5.0  # s between two checks of the rate so far
+BIN_S = 1.0  # s per observation, as analysis/steady.BIN_S
+
+
+class Converger:
+    """The rate so far of one point, and the decision to stop sending."""
+
+    def __init__(self, rel_halfwidth: float, max_s: float):
+        self.target, self.max_s = rel_halfwidth, max_s
+        self.tokens = np.zeros(64)  # output tokens per BIN_S bin from the point's start (grown as needed)
+        self.in_flight: dict[int, float] = {}  # request index -> its scheduled time (s), until it finishes
+        self.decision: str | None = None  # "converged" | "time up", once decided
+        self.check_s = CHECK_S  # s between checks (watch)
+
+    def started(self, index: int, scheduled_s: float) -> None:
+        self.in_flight[index] = scheduled_s
+
+    def finished(self, rec: RequestRecord) -> None:
+        self.in_flight.pop(rec.index, None)
+        c = rec.token_chunk_ms
+        if not rec.success or not c or not rec.output_tokens:
+            return
+        idx = ((rec.dispatch_s + np.asarray(c) / 1000.0) / BIN_S).astype(int)
+        if idx.max() >= len(self.tokens):
+            self.tokens = np.concatenate([self.tokens, np.zeros(max(len(self.tokens), idx.max() + 1))])
+        np.add.at(self.tokens, np.clip(idx, 0, None), rec.output_tokens / len(c))
+
+    def decide(self, now_s: float) -> str | None:
+        """At now_s (s from the point's start): "time up", "converged" or None (keep sending)."""
+        if self.decision is None:
+            if now_s >= self.max_s:
+                self.decision = "time up"
+            elif self.converged(now_s):
+                self.decision = "converged"
+        return self.decision
+
+    def converged(self, now_s: float) -> bool:
+        until = min([now_s, *self.in_flight.values()])  # the series is complete only before the oldest in flight
+        x = self.tokens[: int(until // BIN_S)] / BIN_S
+        cut = mser.truncate(x)
+        if cut.skip is None:
+            return False
+        bm = mser.batch_means(x[cut.skip:])
+        return bm is not None and bm.rel_halfwidth <= self.target
+
+
+async def watch(conv: Converger, t0: float, enough: Callable[[str], None]) -> None:
+    """Checks every conv.check_s seconds (t0: the point's start, perf_counter) and calls enough(decision) once."""
+    while True:
+        await asyncio.sleep(conv.check_s)
+        if decision := conv.decide(time.perf_counter() - t0):
+            enough(decision)
+            return
