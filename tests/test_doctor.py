@@ -159,7 +159,7 @@ def test_gpu_in_use_and_no_gpu_at_all(machine, tmp_path):
     fake_smi(tmp_path / "bin", "0, NVIDIA H200, 580.159.04, 9.0, 143771, 102400")
     found = doctor.diagnose(scenario.load(str(machine(ENGINES[:1]))))
     (g,) = _by(found, "engine vllm gpu")
-    assert "100.0 GiB in use by others; vLLM is asked for 85%" in g.detail and "lower --gpu-memory-utilization" in g.fix
+    assert "100.0 GiB in use by others; vllm is asked for 85%" in g.detail and "lower --gpu-memory-utilization" in g.fix
     (tmp_path / "bin" / "nvidia-smi").unlink()
     found = doctor.diagnose(scenario.load(str(machine(ENGINES[:1]))))
     (g,) = _by(found, "gpu")

@@ -5,7 +5,9 @@ Hit rate = prefix-cache hits / queries, in tokens, over one measured point: the 
 read just before and just after the point (warm-up excluded). vLLM (0.26, 0.32: vllm/v1/metrics/loggers.py)
 exports `vllm:prefix_cache_queries` and `vllm:prefix_cache_hits` ("number of queried tokens" / "number of cached
 tokens"), as counters `..._total`. lmdeploy's /metrics (with --enable-metrics) has no such counter that we know
-of: its points record "not reported".
+of: its points record "not reported". SGLang 0.5.15 (with --enable-metrics) exports `sglang:prompt_tokens_total`
+and `sglang:cached_tokens_total` (srt/observability/metrics_collector.py), not read here yet: its points record
+"not reported" too.
 """
 
 from __future__ import annotations
@@ -81,4 +83,4 @@ def check(where: str, kind_name: str, table: dict[str, list[str]], mode: str, ar
     if given:
         raise ScenarioError(f"{where}.args: passes {given[0]}, and prefix_cache: {mode} sets the prefix cache too; "
                             f"drop {given[0]} from args (prefix_cache {mode} passes "
-                            f"{' '.join(table[mode]) or 'nothing: off is the engine default'})")
+                            f"{' '.join(table[mode]) or f'nothing: {mode} is the engine default'})")
