@@ -68,6 +68,8 @@ _FORCED = re.compile(r"you specified quantization=(\w+) explicitly, so forcing (
 _CONTEXT = re.compile(r"max_running_requests=(\d+), context_len=(\d+)")
 # srt/entrypoints/engine.py logs f"{server_args=}": the dataclass repr, attention_backend='fa3' or None
 _ATTENTION = re.compile(r"server_args=ServerArgs\(.*?\battention_backend=('?)(\w+)\1[,)]")
+# srt/mem_cache/registry.py: "Tree cache initialized: source=%s impl=%s ..." (RadixCache: the prefix cache is on)
+_TREE_CACHE = re.compile(r"Tree cache initialized: source=\S+ impl=(\w+)")
 
 
 def sglang_log(text: str) -> LogFacts:
@@ -82,6 +84,8 @@ def sglang_log(text: str) -> LogFacts:
         facts.notes.append(f"max_running_requests={m.group(1)}")
     if m := _ATTENTION.search(text):
         facts.notes.append(f"attention_backend={m.group(2)}")
+    if m := _TREE_CACHE.search(text):
+        facts.notes.append(f"tree cache {m.group(1)}")
     return facts
 
 
