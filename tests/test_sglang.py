@@ -103,3 +103,11 @@ def test_the_recorded_real_stream_parses():
     assert events[-1].done and sum(e.choice for e in events) == 8
     assert events[-4].finish_reason is None and events[-2].completion_tokens == 8
     assert [e.finish_reason for e in events if e.choice][-1] == "length" and events[-2].prompt_tokens == 2
+
+
+def test_its_port_leaves_room_for_the_grpc_port_it_derives():
+    """SGLang 0.5.15 refuses a port over 55535 (its gRPC port is port + 10000): seen on this machine."""
+    from llmcompare.engines.server import free_port
+
+    assert registry.kind("sglang").max_port == 55535 and registry.kind("vllm").max_port == 65535
+    assert all(free_port("127.0.0.1", 55535) <= 55535 for _ in range(20))

@@ -64,6 +64,7 @@ class EngineKind:
     predict_kernel: Predict | None = None  # the int4 GEMM kernel it will choose (doctor), before it starts
     # why its throughput is instrumented by logging its env switches on ((env, version) -> reason), or None
     instrumented: Callable[[dict[str, str], str | None], str | None] | None = None
+    max_port: int = 65535  # the highest port llmcompare picks for it (SGLang: its gRPC port is port + 10000)
 
 
 ENGINES: dict[str, EngineKind] = {
@@ -84,7 +85,7 @@ ENGINES: dict[str, EngineKind] = {
                          tp_flags=("--tp-size", "--tensor-parallel-size"), prefix_cache_flags=sglang.SGLANG_PREFIX,
                          rough_startup_s=120.0, environments=sglang.ENVIRONMENTS, quant_flag="--quantization",
                          awq_values=sglang.AWQ_METHODS, memory_flag="--mem-fraction-static",
-                         predict_kernel=sglang.predict_kernel),
+                         predict_kernel=sglang.predict_kernel, max_port=sglang.MAX_PORT),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 

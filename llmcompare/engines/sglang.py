@@ -43,6 +43,10 @@ CONSOLE = "sglang"  # the console script: `sglang serve --model-path M ...` (sgl
 SGLANG_PREFIX = {"on": [], "off": ["--disable-radix-cache"]}
 # --quantization values for an AWQ checkpoint (the one doctor suggests last); awq forces the dequantize path
 AWQ_METHODS = ("awq", "marlin", "awq_marlin")
+# srt/server_args.py `_handle_deprecated_args`: grpc_port = SGLANG_GRPC_PORT or port + 10000, and a grpc_port over
+# 65535 is a ValueError at start-up (seen on this machine: port 57255 -> "SGLANG_GRPC_PORT (67255) must be between
+# 1 and 65535"), so the port llmcompare picks for it is at most 55535
+MAX_PORT = 65535 - 10000
 MARLIN_GROUPS = (-1, 32, 64, 128)  # srt/layers/quantization/marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES
 
 
