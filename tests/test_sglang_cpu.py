@@ -52,7 +52,7 @@ def test_serve_bench_against_a_real_sglang_cpu_server(tmp_path, sglang_py, tiny_
     eng = run["engines"]["sglang-cpu"]
     assert run["status"] == "complete" and eng["version"] == "0.5.15" and eng["kind"] == "sglang"
     assert "attention_backend=torch_native" in eng["log_notes"] and "tree cache ChunkCache" in eng["log_notes"]
-    assert "--disable-radix-cache" in eng["command"] and eng["command"][3:5] == ["-m", "sglang.launch_server"]
+    assert "--disable-radix-cache" in eng["command"] and eng["command"][4:6] == ["-m", "sglang.launch_server"]
     assert eng["max_model_len"] == 1024  # its /v1/models says max_model_len (as vLLM's does)
     body = eng["request_body"]
     assert body["temperature"] == 0.0 and body["top_k"] == 1 and body["ignore_eos"] and body["max_tokens"] == 16
