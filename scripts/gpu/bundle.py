@@ -62,6 +62,9 @@ EXCLUDE = {
     # TurboMind's CUDA 12 libraries: the runtime alone is carried, cuBLAS is forwarded by the shim
     "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-curand-cu12", "nvidia-nccl-cu12",
     "nvidia-cuda-nvrtc-cu12",
+    # FlashInfer's prebuilt kernels (427 MB, sglang's dependency): SGLang 0.5.15 on Hopper runs FA3 attention, and
+    # its sampler takes torch.argmax when every request is greedy (srt/layers/sampler.py), as llmcompare's are
+    "flashinfer-cubin",
 }
 # What one engine needs of EXCLUDE (SGLang 0.5.15, read from its source; not yet run on the H200): its
 # layers/sampler.py imports flashinfer.sampling at module level on CUDA (so flashinfer-python is carried, though
