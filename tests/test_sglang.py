@@ -111,3 +111,20 @@ def test_its_port_leaves_room_for_the_grpc_port_it_derives():
 
     assert registry.kind("sglang").max_port == 55535 and registry.kind("vllm").max_port == 65535
     assert all(free_port("127.0.0.1", 55535) <= 55535 for _ in range(20))
+
+
+def test_its_metrics_are_read_as_vllms():
+    """SGLang 0.5.15's gauge and counter names (srt/observability/metrics_collector.py), in Prometheus' text format
+    with its labels; composed, not recorded (the recorded server ran without --enable-metrics)."""
+    from llmcompare.serve.engine_metrics import parse_prometheus
+
+    page = ('# HELP sglang:num_running_reqs The number of running requests.\n'
+            'sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0"} 3.0\n'
+            'sglang:num_queue_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0"} 1.0\n'
+            'sglang:num_grammar_queue_reqs{model_name="m"} 7.0\n'
+            'sglang:token_usage{model_name="m"} 0.25\n'
+            'sglang:generation_tokens_total{model_name="m"} 96.0\n'
+            'sglang:prompt_tokens_total{model_name="m"} 384.0\n')
+    assert parse_prometheus(page) == {"num_requests_running": 3.0, "num_requests_waiting": 1.0,
+                                      "kv_cache_usage_perc": 0.25, "generation_tokens_total": 96.0,
+                                      "prompt_tokens_total": 384.0}

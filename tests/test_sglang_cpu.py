@@ -34,7 +34,7 @@ def scenario(tmp_path, py, model, prefix_cache="off"):
     s = {"name": "sglang-cpu", "model": {"path": model},
          "engines": [{"name": "sglang-cpu", "kind": "sglang", "python": py, "prefix_cache": prefix_cache,
                       "args": ["--device", "cpu", "--attention-backend", "torch_native", "--context-length", "1024",
-                               "--max-total-tokens", "8192", "--skip-server-warmup"],
+                               "--max-total-tokens", "8192", "--skip-server-warmup", "--enable-metrics"],
                       "env": {"SGLANG_USE_CPU_ENGINE": "1"}, "nice": 10, "startup_timeout_s": 400}],
          "workload": {"dataset": "random", "input_len": 64, "output_len": 16, "num_prompts": 6, "seed": 3},
          "load": {"concurrency": [1, 3], "warmup_requests": 1}, "output_dir": str(tmp_path / "runs")}
@@ -60,3 +60,7 @@ def test_serve_bench_against_a_real_sglang_cpu_server(tmp_path, sglang_py, tiny_
     assert len(last) == 2 and all(pt["metrics"]["completed"] == 6 for pt in last.values())
     # ignore_eos is honoured: every request received its 16 tokens, counted by the server's usage
     assert all(pt["metrics"]["total_output_tokens"] == 6 * 16 for pt in last.values())
+    # its /metrics (--enable-metrics) read as vLLM's: sglang:num_running_reqs and its token counter
+    samples = [json.loads(x) for x in (d / "sglang-cpu.metrics.jsonl").read_text().splitlines()]
+    assert samples and any("num_requests_running" in x for x in samples)
+    assert any("generation_tokens_total" in x for x in samples)
