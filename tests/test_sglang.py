@@ -128,3 +128,18 @@ def test_its_metrics_are_read_as_vllms():
     assert parse_prometheus(page) == {"num_requests_running": 3.0, "num_requests_waiting": 1.0,
                                       "kv_cache_usage_perc": 0.25, "generation_tokens_total": 96.0,
                                       "prompt_tokens_total": 384.0}
+
+
+def test_its_prefix_cache_counters_give_the_hit_rate():
+    """sglang:prompt_tokens_total and sglang:cached_tokens_total (one series per cache_source), as SGLang 0.5.15's
+    metrics_collector.py names them; composed. Before a first hit the cached counter has no series: 0 hits."""
+    from llmcompare.engines import prefix_cache
+
+    before = prefix_cache.parse('sglang:prompt_tokens_total{model_name="m"} 100.0\n')
+    after = prefix_cache.parse('sglang:prompt_tokens_total{model_name="m"} 500.0\n'
+                               'sglang:cached_tokens_total{model_name="m",cache_source="device"} 150.0\n'
+                               'sglang:cached_tokens_total{model_name="m",cache_source="host"} 50.0\n'
+                               'sglang:generation_tokens_total{model_name="m"} 64.0\n')
+    assert before == {"queries": 100.0, "hits": 0.0} and after == {"queries": 500.0, "hits": 200.0}
+    pc = prefix_cache.delta(before, after)
+    assert pc.reported and pc.queries_tokens == 400 and pc.hits_tokens == 200 and pc.hit_rate == 0.5

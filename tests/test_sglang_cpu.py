@@ -64,3 +64,7 @@ def test_serve_bench_against_a_real_sglang_cpu_server(tmp_path, sglang_py, tiny_
     samples = [json.loads(x) for x in (d / "sglang-cpu.metrics.jsonl").read_text().splitlines()]
     assert samples and any("num_requests_running" in x for x in samples)
     assert any("generation_tokens_total" in x for x in samples)
+    # its prefix-cache counters, with the cache off: every prompt token looked up, none found
+    for pt in last.values():
+        pc = pt["prefix_cache"]
+        assert pc["reported"] and pc["queries_tokens"] == 6 * 64 and pc["hits_tokens"] == 0, pc
