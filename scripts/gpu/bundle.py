@@ -62,15 +62,11 @@ EXCLUDE = {
     # TurboMind's CUDA 12 libraries: the runtime alone is carried, cuBLAS is forwarded by the shim
     "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-curand-cu12", "nvidia-nccl-cu12",
     "nvidia-cuda-nvrtc-cu12",
-    # FlashInfer's prebuilt kernels (427 MB, sglang's dependency): SGLang 0.5.15 on Hopper runs FA3 attention, and
-    # its sampler takes torch.argmax when every request is greedy (srt/layers/sampler.py), as llmcompare's are
-    "flashinfer-cubin",
+    "flashinfer-cubin",  # 427 MB; SGLang on Hopper: FA3 attention, torch.argmax for greedy requests (sampler.py)
 }
-# What one engine needs of EXCLUDE (SGLang 0.5.15, read from its source; not yet run on the H200): its
-# layers/sampler.py imports flashinfer.sampling at module level on CUDA (so flashinfer-python is carried, though
-# --sampling-backend pytorch never calls it), and its int4 GEMM, KV-cache writes and other kernels are compiled at
-# first use by tvm-ffi with nvcc (sglang/jit_kernel, cached in ~/.cache/tvm-ffi): CUDA 13's nvcc, its front-end
-# and headers, unless the host has a CUDA toolkit (not known: docs/gpu-host.md)
+# What one engine needs of EXCLUDE (SGLang 0.5.15, from its source; not yet run on the H200): flashinfer.sampling is
+# imported at module level on CUDA (srt/layers/sampler.py), and its kernels are compiled at first use by tvm-ffi with
+# nvcc (sglang/jit_kernel, cached in ~/.cache/tvm-ffi); the host image lists no nvcc (docs/gpu-host.md)
 KEEP = {
     "sglang": {"flashinfer-python", "nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl"},
 }
@@ -79,10 +75,9 @@ DROP = {  # paths in an engine's site folder that are not needed to serve or to 
              "bin/vllm-rs*"],
     # xgrammar's static library and headers for building against TurboMind (0.17: lib/, 0.18: turbomind/)
     "lmdeploy": ["lmdeploy/lib/lib64", "lmdeploy/lib/include", "lmdeploy/turbomind/lib64", "lmdeploy/turbomind/include"],
-    # sglang-kernel 0.4.4 (615 MB wheel, listed from its zip directory): sgl_kernel/load_utils.py loads sm90/ on
-    # compute capability 9.0 and sm100/ otherwise; flashmla_ops is MLA only (DeepSeek). flash_ops.abi3.so (551 MB
-    # compressed, 1.68 GB unpacked) is FA3, SGLang's default attention on Hopper for Qwen2/Llama
-    # (server_args._get_default_attn_backend): kept, unless --sglang-without-fa3 (then --attention-backend triton)
+    # sglang-kernel 0.4.4 (615 MB wheel): load_utils.py loads sm90/ on compute capability 9.0; flashmla is MLA only.
+    # flash_ops.abi3.so (551 MB, 1.68 GB unpacked) is FA3, SGLang's default attention on Hopper: kept, but for
+    # --sglang-without-fa3 (then --attention-backend triton)
     "sglang": ["sgl_kernel/sm100", "sgl_kernel/flashmla_ops.abi3.so"],
 }
 WITHOUT_FA3 = ["sgl_kernel/flash_ops.abi3.so"]
@@ -323,7 +318,7 @@ def plan_sites(specs: list[str], work: Path, host: set[str]) -> dict[str, list[t
 
 
 def left_out(spec: str, work: Path, host: set[str]) -> dict[str, list[str]]:
-    """`--plan`: what one engine version's resolution carries and what it leaves out, and why (no install)."""
+    """`--plan`: what an engine version carries and leaves out, and why (no install)."""
     engine, version = parse_spec(spec)
     reqs = resolve(f"{engine}=={version}", work)
     kept = keep(reqs, host, engine)
