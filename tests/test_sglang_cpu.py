@@ -68,3 +68,23 @@ def test_serve_bench_against_a_real_sglang_cpu_server(tmp_path, sglang_py, tiny_
     for pt in last.values():
         pc = pt["prefix_cache"]
         assert pc["reported"] and pc["queries_tokens"] == 6 * 64 and pc["hits_tokens"] == 0, pc
+
+
+def test_its_prefix_cache_on_finds_each_shared_prefix(tmp_path, sglang_py, tiny_model, cli):
+    """RadixAttention on (its default; prefix_cache: on passes nothing): 2 prefixes of 256 tokens, seen in the
+    warm-up, each measured request finds its prefix, by SGLang's own counters."""
+    f = scenario(tmp_path, sglang_py, tiny_model, prefix_cache="on")
+    data = yaml.safe_load(f.read_text())
+    data["workload"] = {"dataset": "shared-prefix", "prefix_len": 256, "num_prefixes": 2, "input_len": 16,
+                        "output_len": 4, "num_prompts": 6, "seed": 1}
+    data["load"] = {"concurrency": [2], "warmup_requests": 2}
+    f.write_text(yaml.safe_dump(data))
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=900)
+    assert p.returncode in (0, 4), p.stderr[-3000:]
+    (d,) = (tmp_path / "runs").iterdir()
+    eng = json.loads((d / "run.json").read_text())["engines"]["sglang-cpu"]
+    assert "--disable-radix-cache" not in eng["command"] and "tree cache RadixCache" in eng["log_notes"]
+    (pt,) = {x["index"]: x for x in eng["points"]}.values()
+    pc = pt["prefix_cache"]
+    assert pc["reported"] and pc["queries_tokens"] == 6 * (256 + 16), pc
+    assert 6 * 250 <= pc["hits_tokens"] <= 6 * (256 + 16) and pc["hit_rate"] > 0.9, pc
