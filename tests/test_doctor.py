@@ -250,3 +250,17 @@ def test_an_sglang_engine_on_the_h200(machine, tmp_path):
     assert _by(found, "engine sgl-awq kernel")[0].detail.startswith("awq: --quantization awq forces")
     (bad,) = _by(found, "engine sgl-fp8 flags")
     assert bad.level == "problem" and "--quantization fp8" in bad.detail and bad.fix == "use --quantization awq_marlin"
+
+
+def test_sglang_on_its_cpu_backend_needs_no_gpu(machine, tmp_path):
+    """SGLang's --device cpu runs its CPU backend from the CUDA build of torch 2.11.0 (as on this project's CPU
+    machine, docs/engines.md): no GPU is needed, whatever its torch says."""
+    (tmp_path / "bin" / "nvidia-smi").unlink()
+    fake_env(tmp_path / "home" / "envs" / "sglang-0.5.15", {"sglang": "0.5.15"}, torch_cuda="13.0")
+    cpu = {"name": "s", "kind": "sglang", "venv": "sglang", "args": ["--device", "cpu"]}
+    found = doctor.diagnose(scenario.load(str(machine([cpu]))))
+    assert [f.level for f in found].count("problem") == 0, found
+    assert "none needed" in _by(found, "gpu")[0].detail
+    gpu = {**cpu, "args": []}
+    (g,) = _by(doctor.diagnose(scenario.load(str(machine([gpu])))), "gpu")
+    assert g.level == "problem" and "s need one" in g.detail

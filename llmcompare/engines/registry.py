@@ -65,6 +65,7 @@ class EngineKind:
     # why its throughput is instrumented by logging its env switches on ((env, version) -> reason), or None
     instrumented: Callable[[dict[str, str], str | None], str | None] | None = None
     max_port: int = 65535  # the highest port llmcompare picks for it (SGLang: its gRPC port is port + 10000)
+    on_cpu: Callable[[list[str]], bool] | None = None  # its args ask for its CPU backend whatever its torch build
 
 
 ENGINES: dict[str, EngineKind] = {
@@ -85,7 +86,8 @@ ENGINES: dict[str, EngineKind] = {
                          tp_flags=("--tp-size", "--tensor-parallel-size"), prefix_cache_flags=sglang.SGLANG_PREFIX,
                          rough_startup_s=120.0, environments=sglang.ENVIRONMENTS, quant_flag="--quantization",
                          awq_values=sglang.AWQ_METHODS, memory_flag="--mem-fraction-static",
-                         predict_kernel=sglang.predict_kernel, max_port=sglang.MAX_PORT),
+                         predict_kernel=sglang.predict_kernel, max_port=sglang.MAX_PORT,
+                         on_cpu=sglang.on_cpu),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 

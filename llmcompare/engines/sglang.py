@@ -64,6 +64,12 @@ def sglang_command(e: Engine, prefix: list[str], model: str, port: int, tokenize
     return cmd + list(e.args)
 
 
+def on_cpu(args: list[str]) -> bool:
+    """EngineKind.on_cpu: `--device cpu` (with SGLANG_USE_CPU_ENGINE=1) runs its CPU backend, from any torch build
+    (docs/engines.md: the CUDA build of torch 2.11.0 served on this project's CPU machine)."""
+    return (arg_value(args, "--device") or "").lower() == "cpu"
+
+
 # srt/layers/quantization/awq/awq.py: "The model is convertible to {} during runtime. Using {} kernel."
 _CONVERTED = re.compile(r"The model is convertible to (\w+) during runtime\. Using (\w+) kernel\.")
 # the same file, with --quantization awq: "... however you specified quantization=awq explicitly, so forcing awq."

@@ -51,6 +51,9 @@ class EnvCheck:
 
     @property
     def cpu_build(self) -> bool:
+        k = registry.ENGINES.get(self.engine.kind)
+        if k and k.on_cpu and k.on_cpu(self.engine.args):  # SGLang's --device cpu
+            return True
         if self.probe.get("version"):
             return "+cpu" in self.probe["version"] or ("torch" in self.probe and not self.probe.get("torch_cuda"))
         return bool(self.spec and not self.spec.package.gpu)
