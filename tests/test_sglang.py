@@ -84,6 +84,7 @@ def test_predicted_kernel():
     assert p(Gpu(0, "Tesla T4", "x", 7.5, 15360, 0), AWQ, [], {}, False).kernel == "awq"
     assert p(H200, {}, [], {}, False).kernel is None and p(H200, None, [], {}, False).kernel is None
     assert p(None, AWQ, [], {}, False).kernel is None
+    assert p(H200, AWQ, ["--device", "cpu"], {}, True).why.startswith("SGLang's CPU backend")
 
 
 def test_setup_entry_and_a_bare_setup_unchanged():

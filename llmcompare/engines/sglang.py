@@ -116,6 +116,8 @@ def predict_kernel(gpu: Gpu | None, config: dict | None, args: list[str], env: d
                             "awq_marlin (or no --quantization) runs Marlin")
     if asked and asked not in AWQ_METHODS:
         return KernelChoice(None, f"--quantization {asked} for an AWQ checkpoint: not predicted")
+    if cpu_build:  # srt/layers/quantization/awq/awq.py warns "Only CUDA, HIP and XPU support AWQ currently."
+        return KernelChoice(None, "SGLang's CPU backend (--device cpu): its AWQ path runs on CUDA, HIP and XPU only")
     if gpu is None:
         return KernelChoice(None, "no GPU seen: cannot tell")
     where = f"{gpu.name}, compute capability {gpu.capability:.1f}"
