@@ -8,6 +8,7 @@ import signal
 import sys
 
 from llmcompare import __version__
+from llmcompare.engines import gemm_backends
 from llmcompare.errors import ScenarioError
 from llmcompare.scenario.overrides import parse_set
 
@@ -113,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
 
     kb = sub.add_parser("kernel-bench", help="time each engine's int4 GEMM on the model's shapes")
     kb.add_argument("scenario")
-    kb.add_argument("--backends", nargs="+", help="subset of cublas, marlin, machete, turbomind")
+    kb.add_argument("--backends", nargs="+", help=f"subset of {', '.join(gemm_backends.BACKENDS)}")
     kb.add_argument("--m", type=int, nargs="+", help="token counts M to sweep")
     kb.add_argument("--python", nargs="+", metavar="BACKEND=PYTHON", help="python of the environment per backend")
     kb.add_argument("--output-dir")
@@ -150,7 +151,7 @@ def cmd_setup(a: argparse.Namespace) -> int:
     from llmcompare.errors import ScenarioError
     from llmcompare.setup import install
 
-    texts = a.engines or (["vllm", "lmdeploy"] if environments.has_gpu() else ["vllm"])
+    texts = a.engines or registry.default_setup(environments.has_gpu())
     specs = [environments.parse_spec(t) for t in texts]
     if a.path and len(specs) != 1:
         raise ScenarioError(f"setup --path: one engine environment at a time, got {len(specs)} ({' '.join(texts)})")

@@ -22,6 +22,17 @@ def test_host_packages_and_unneeded_gpu_libraries_are_not_carried():
     assert bundle.keep(reqs, host) == [("vllm", "0.26.0"), ("apache_tvm_ffi", "0.1.10"), ("pydantic", "2.14.4")]
 
 
+def test_sglang_keeps_what_its_source_imports_of_the_excluded():
+    """SGLang 0.5.15 imports flashinfer.sampling at module level on CUDA and compiles its kernels with nvcc at
+    first use (scripts/gpu/bundle.py KEEP); vLLM and lmdeploy still leave them out."""
+    reqs = [("sglang", "0.5.15"), ("flashinfer-python", "0.6.12"), ("nvidia-cuda-nvcc", "13.0.88"),
+            ("tilelang", "0.1.11"), ("sglang-kernel", "0.4.4")]
+    assert bundle.keep(reqs, set(), "sglang") == [("sglang", "0.5.15"), ("flashinfer-python", "0.6.12"),
+                                                 ("nvidia-cuda-nvcc", "13.0.88"), ("sglang-kernel", "0.4.4")]
+    assert bundle.keep(reqs, set(), "vllm") == [("sglang", "0.5.15"), ("sglang-kernel", "0.4.4")]
+    assert "sgl_kernel/sm100" in bundle.DROP["sglang"] and "sgl_kernel/sm90" not in bundle.DROP["sglang"]
+
+
 def test_xgrammar_dependency_is_kept():
     # the first vLLM start on the H200 failed with "No module named 'tvm_ffi'" (xgrammar imports it)
     assert "apache-tvm-ffi" not in bundle.EXCLUDE

@@ -159,7 +159,7 @@ def test_gpu_in_use_and_no_gpu_at_all(machine, tmp_path):
     fake_smi(tmp_path / "bin", "0, NVIDIA H200, 580.159.04, 9.0, 143771, 102400")
     found = doctor.diagnose(scenario.load(str(machine(ENGINES[:1]))))
     (g,) = _by(found, "engine vllm gpu")
-    assert "100.0 GiB in use by others; vLLM is asked for 85%" in g.detail and "lower --gpu-memory-utilization" in g.fix
+    assert "100.0 GiB in use by others; vllm is asked for 85%" in g.detail and "lower --gpu-memory-utilization" in g.fix
     (tmp_path / "bin" / "nvidia-smi").unlink()
     found = doctor.diagnose(scenario.load(str(machine(ENGINES[:1]))))
     (g,) = _by(found, "gpu")
@@ -231,3 +231,36 @@ def test_an_engine_kind_added_as_one_registry_entry_is_known_everywhere(machine,
     assert [f.level for f in _by(found, "engine n")] == ["ok"] and "0.26.0" in _by(found, "engine n")[0].detail
     assert any("--quantization gptq" in f.detail for f in _by(found, "engine g flags"))  # the AWQ model's flag check
     assert any("MacheteLinearKernel" in f.detail for f in _by(found, "engine n kernel"))
+
+
+def test_an_sglang_engine_on_the_h200(machine, tmp_path):
+    """SGLang (engines/sglang.py): its environment is found, its kernel predicted from its own rule (JIT Marlin on
+    Hopper, no Machete path), its --mem-fraction-static checked against the GPU's free memory and --quantization
+    against the model."""
+    home = tmp_path / "home"
+    fake_env(home / "envs" / "sglang-0.5.15", {"sglang": "0.5.15"})
+    engines = [{"name": "sgl", "kind": "sglang", "venv": "sglang==0.5.15", "args": ["--mem-fraction-static", "0.85"]},
+               {"name": "sgl-awq", "kind": "sglang", "venv": "sglang", "args": ["--quantization", "awq"]},
+               {"name": "sgl-fp8", "kind": "sglang", "venv": "sglang", "args": ["--quantization", "fp8"]}]
+    found = doctor.diagnose(scenario.load(str(machine(engines))))
+    (env,) = _by(found, "engine sgl")
+    assert env.level == "ok" and env.detail.startswith("sglang 0.5.15 (")
+    (k,) = _by(found, "engine sgl kernel")
+    assert k.level == "info" and k.detail.startswith("awq_marlin: SGLang's JIT Marlin (gptq_marlin_gemm)")
+    assert _by(found, "engine sgl-awq kernel")[0].detail.startswith("awq: --quantization awq forces")
+    (bad,) = _by(found, "engine sgl-fp8 flags")
+    assert bad.level == "problem" and "--quantization fp8" in bad.detail and bad.fix == "use --quantization awq_marlin"
+
+
+def test_sglang_on_its_cpu_backend_needs_no_gpu(machine, tmp_path):
+    """SGLang's --device cpu runs its CPU backend from the CUDA build of torch 2.11.0 (as on this project's CPU
+    machine, docs/engines.md): no GPU is needed, whatever its torch says."""
+    (tmp_path / "bin" / "nvidia-smi").unlink()
+    fake_env(tmp_path / "home" / "envs" / "sglang-0.5.15", {"sglang": "0.5.15"}, torch_cuda="13.0")
+    cpu = {"name": "s", "kind": "sglang", "venv": "sglang", "args": ["--device", "cpu"]}
+    found = doctor.diagnose(scenario.load(str(machine([cpu]))))
+    assert [f.level for f in found].count("problem") == 0, found
+    assert "none needed" in _by(found, "gpu")[0].detail
+    gpu = {**cpu, "args": []}
+    (g,) = _by(doctor.diagnose(scenario.load(str(machine([gpu])))), "gpu")
+    assert g.level == "problem" and "s need one" in g.detail

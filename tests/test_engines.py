@@ -38,7 +38,7 @@ def test_openai_kind_is_not_launched():
 
 
 def test_unknown_kind_lists_valid():
-    with pytest.raises(ScenarioError, match="unknown engine kind 'tgi'; valid: vllm, lmdeploy, openai"):
+    with pytest.raises(ScenarioError, match="unknown engine kind 'tgi'; valid: vllm, lmdeploy, sglang, openai"):
         registry.kind("tgi")
 
 

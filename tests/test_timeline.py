@@ -62,6 +62,21 @@ def test_registry_names_the_engines_kernels():
         kernel_class.check_class("profile.x", "bogus")
 
 
+def test_sglang_kernel_names_are_classed():
+    """SGLang 0.5.15's kernel names, as its sources declare them (not yet seen in a GPU trace: no SGLang run on a
+    GPU): jit_kernel/csrc/gemm/marlin/marlin_template.h `namespace device::marlin { __global__ void Marlin(...)`,
+    jit_kernel/csrc/gemm/awq_dequantize.cuh `namespace device::awq { __global__ void dequantize_weights(...)`,
+    jit_kernel/csrc/elementwise/kvcache.cuh `__global__ void store_kvcache(...)`; nvcc's demangled form."""
+    c = kernel_class.classify
+    marlin = ("void device::marlin::Marlin<__half, 4, 256, 1, 8, 8, true, 4, 8, false>(int4 const*, int4 const*, "
+              "int4*, int4*, int4 const*, int4 const*, int4 const*, int const*, int, int, int, int, int, int*, bool, "
+              "bool, int)")
+    assert c(marlin) == "int4_gemm"
+    assert c("void device::awq::dequantize_weights(int*, __half*, int*, __half*, int, int, int)") == "int4_gemm"
+    assert c("void (anonymous namespace)::store_kvcache<256u, 2u, true>(StoreKVCacheParams)") == "attention"
+    assert c("void awq_marlin_repack_kernel<256, 4, false>(unsigned int const*, unsigned int*, int, int)") == "int4_gemm"
+
+
 def test_steps_busy_by_class_and_idle_from_a_synthetic_gpu_trace(tmp_path):
     steps = 6
     trace = {"traceEvents": [*kernel_events(steps), *kernel_events(steps, device=1),

@@ -33,6 +33,7 @@ class Backend:
     weight_bytes: object  # (n, k, group) -> bytes the kernel must read for the weight
     log_names: tuple[str, ...] = ()  # names an engine's log prints when it picks this backend
     quantized: bool = True
+    dists: tuple[str, ...] = ()  # distributions whose versions the worker reports beside torch's
 
 
 BACKENDS: dict[str, Backend] = {
@@ -40,13 +41,18 @@ BACKENDS: dict[str, Backend] = {
                       "and ceiling", "llmcompare.kernels.in_engine.impls:Cublas", "fp16 [N, K]", fp16_bytes, quantized=False),
     "marlin": Backend("vllm", "vLLM Marlin: marlin_gemm on awq_marlin_repack'ed weights",
                       "llmcompare.kernels.in_engine.impls:Marlin", "int4 Marlin tiles + fp16 group scales/zeros",
-                      int4_awq_bytes, ("MarlinLinearKernel",)),
+                      int4_awq_bytes, ("MarlinLinearKernel",), dists=("vllm",)),
     "machete": Backend("vllm", "vLLM Machete (Hopper): machete_prepack_B / machete_mm",
                        "llmcompare.kernels.in_engine.impls:Machete", "int4 Machete prepacked + fp16 group scales/zeros",
-                       int4_awq_bytes, ("MacheteLinearKernel",)),
+                       int4_awq_bytes, ("MacheteLinearKernel",), dists=("vllm",)),
     "turbomind": Backend("lmdeploy", "lmdeploy TurboMind: lmdeploy.turbomind linear",
                          "llmcompare.kernels.in_engine.impls:TurboMind", "int4 TurboMind packed + fp16 group scales/zeros",
-                         int4_awq_bytes),
+                         int4_awq_bytes, dists=("lmdeploy",)),
+    # SGLang 0.5.15's AWQ path on CUDA (engines/sglang.py): its own JIT Marlin, `awq_marlin` in its log
+    "sglang-marlin": Backend("sglang", "SGLang Marlin (JIT, tvm-ffi): gptq_marlin_gemm on awq_marlin_repack'ed "
+                             "weights", "llmcompare.kernels.in_engine.sglang_marlin:SglangMarlin",
+                             "int4 Marlin tiles + fp16 group scales/zeros", int4_awq_bytes, ("awq_marlin",),
+                             dists=("sglang", "sglang-kernel", "apache-tvm-ffi")),
 }
 
 
@@ -73,6 +79,10 @@ def from_log_name(kernel: str) -> str | None:
     return next((b for b, info in BACKENDS.items() if kernel in info.log_names), None)
 
 
+
+def dists() -> list[str]:
+    """Every distribution a backend reports the version of (the worker's env record), once each, in order."""
+    return list(dict.fromkeys(d for b in BACKENDS.values() for d in b.dists))
 
 
 def runs_on(name: str, shape: str) -> bool:

@@ -13,7 +13,7 @@ from llmcompare.engines.package import Package
 from llmcompare.schema.gpu import Gpu
 from llmcompare.schema.scenario import Engine
 
-ENVIRONMENTS = {"lmdeploy": Package("lmdeploy", "0.18.0", "lmdeploy", "lmdeploy", "lmdeploy", True)}
+ENVIRONMENTS = {"lmdeploy": Package("lmdeploy", "0.18.0", "lmdeploy", "lmdeploy", "lmdeploy", True, by_default=True)}
 
 
 def lmdeploy_command(e: Engine, prefix: list[str], model: str, port: int, tokenizer: str | None) -> list[str]:
@@ -46,6 +46,19 @@ def lmdeploy_log(text: str) -> LogFacts:
 
 
 LMDEPLOY_PREFIX = {"on": ["--enable-prefix-caching"], "off": []}
+
+
+def gemm_verbose_env(env: dict[str, str], version: str | None) -> str | None:
+    """EngineKind.instrumented: TM_GEMM_VERBOSE set in the server's env makes lmdeploy 0.18 and later print one line
+    per GEMM per forward pass (0.17 has no such switch; engines/turbomind_log.py); None when it does not."""
+    value = env.get("TM_GEMM_VERBOSE")
+    if value in (None, "", "0"):
+        return None
+    ver = tuple(int(x) for x in re.findall(r"\d+", version or "")[:2])
+    if ver and ver < (0, 18):
+        return None
+    return (f"TM_GEMM_VERBOSE={value} in its env: lmdeploy {version or '(version not known)'} prints one line "
+            "per GEMM per forward pass, so its throughput was measured with this logging on (instrumented)")
 
 
 def predict_kernel(gpu: Gpu | None, config: dict | None, args: list[str], env: dict[str, str],

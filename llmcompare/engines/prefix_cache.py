@@ -5,7 +5,11 @@ Hit rate = prefix-cache hits / queries, in tokens, over one measured point: the 
 read just before and just after the point (warm-up excluded). vLLM (0.26, 0.32: vllm/v1/metrics/loggers.py)
 exports `vllm:prefix_cache_queries` and `vllm:prefix_cache_hits` ("number of queried tokens" / "number of cached
 tokens"), as counters `..._total`. lmdeploy's /metrics (with --enable-metrics) has no such counter that we know
-of: its points record "not reported".
+of: its points record "not reported". SGLang 0.5.15 (with --enable-metrics; srt/observability/metrics_collector.py
+`observe_one_finished_request`) adds each finished request's prompt tokens to `sglang:prompt_tokens_total` and
+its cached prompt tokens to `sglang:cached_tokens_total` (one series per cache_source: device, host): read as
+queries and hits. They count when a request finishes, not when it is scheduled; every measured request has
+finished by the second reading, so over a point the two agree.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ MODES = ("as-shipped", "on", "off")
 
 
 _COUNTER = re.compile(r"^[a-z_]+:prefix_cache_(queries|hits)(?:_total)?(\{[^}]*\})?\s+([-+0-9.eE]+)")
+_SGLANG = re.compile(r"^sglang:(prompt|cached)_tokens_total(\{[^}]*\})?\s+([-+0-9.eE]+)")
+_SGLANG_KEY = {"prompt": "queries", "cached": "hits"}
 
 
 def parse(text: str) -> dict[str, float]:
@@ -26,14 +32,22 @@ def parse(text: str) -> dict[str, float]:
     vllm:external_prefix_cache_* (a KV connector's cache): the pattern wants the name right after the colon. A line
     with bytes that were not UTF-8 (U+FFFD: see read) or a value that is not a number is skipped."""
     out: dict[str, float] = {}
+    sglang = False
     for line in text.splitlines():
-        if "prefix_cache_" not in line or line.startswith("#") or "\ufffd" in line:
+        if not ("prefix_cache_" in line or line.startswith("sglang:")) or line.startswith("#") or "\ufffd" in line:
             continue
         if m := _COUNTER.match(line):
-            try:
-                out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
-            except ValueError:  # the pattern lets "1e" or "+-" through
-                continue
+            key = m.group(1)
+        elif m := _SGLANG.match(line):
+            key, sglang = _SGLANG_KEY[m.group(1)], True
+        else:
+            continue
+        try:
+            out[key] = out.get(key, 0.0) + float(m.group(3))
+        except ValueError:  # the pattern lets "1e" or "+-" through
+            continue
+    if sglang and "queries" in out:  # SGLang's cached counter has no series until a first hit
+        out.setdefault("hits", 0.0)
     return out
 
 
@@ -81,4 +95,4 @@ def check(where: str, kind_name: str, table: dict[str, list[str]], mode: str, ar
     if given:
         raise ScenarioError(f"{where}.args: passes {given[0]}, and prefix_cache: {mode} sets the prefix cache too; "
                             f"drop {given[0]} from args (prefix_cache {mode} passes "
-                            f"{' '.join(table[mode]) or 'nothing: off is the engine default'})")
+                            f"{' '.join(table[mode]) or f'nothing: {mode} is the engine default'})")

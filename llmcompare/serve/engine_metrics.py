@@ -12,8 +12,13 @@ import aiohttp
 # vLLM: vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc (older: gpu_cache_usage_perc)
 # lmdeploy (--enable-metrics): lmdeploy:num_requests_running, lmdeploy:num_requests_waiting, ...
 # and both engines' token counters, vllm:/lmdeploy: generation_tokens_total, prompt_tokens_total (analysis/agreement.py)
+# SGLang 0.5.15 (--enable-metrics; srt/observability/metrics_collector.py): sglang:num_running_reqs,
+# sglang:num_queue_reqs, sglang:token_usage (KV tokens in use / the pool, a fraction as vLLM's), and the same two
+# token counters; its names are read as vLLM's (RENAME)
 WANTED = re.compile(r"^[a-z_]+:(num_requests_running|num_requests_waiting|kv_cache_usage_perc|gpu_cache_usage_perc"
-                    r"|generation_tokens_total|prompt_tokens_total)$")
+                    r"|generation_tokens_total|prompt_tokens_total|num_running_reqs|num_queue_reqs|token_usage)$")
+RENAME = {"gpu_cache_usage_perc": "kv_cache_usage_perc", "num_running_reqs": "num_requests_running",
+          "num_queue_reqs": "num_requests_waiting", "token_usage": "kv_cache_usage_perc"}
 
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
@@ -25,13 +30,14 @@ def parse_prometheus(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in text.splitlines():
         # cheap substring tests first: a /metrics page holds thousands of histogram lines we do not want
-        if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line
-                                        or "tokens_total" in line) or "\ufffd" in line:
+        if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line or "_reqs" in line
+                                        or "tokens_total" in line or "token_usage" in line) or "\ufffd" in line:
             continue
         m = _LINE.match(line)
         if not m or not WANTED.match(m.group(1)):
             continue
-        key = m.group(1).split(":", 1)[1].replace("gpu_cache_usage_perc", "kv_cache_usage_perc")
+        key = m.group(1).split(":", 1)[1]
+        key = RENAME.get(key, key)
         try:
             out[key] = out.get(key, 0.0) + float(m.group(3))
         except ValueError:

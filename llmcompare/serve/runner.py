@@ -41,7 +41,10 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
     """One life of a launched server: start it, record its command line and what its log says, yield
     (server, served model name, log facts); stop it (and read the log again) on the way out."""
     tok = s.model.tokenizer or None
-    port = e.port or free_port(e.host)
+    highest = registry.kind(e.kind).max_port
+    port = e.port or free_port(e.host, highest)
+    if port > highest:
+        raise ScenarioError(f"engines[{e.name}].port: {port} is over {highest}, the highest a {e.kind} server takes")
     cmd = launch.server_command(e, model_path, port, tok)
     log_path = rf.path(e.name, "server.log")
     rec = rf.record(e.name)

@@ -51,6 +51,9 @@ class EnvCheck:
 
     @property
     def cpu_build(self) -> bool:
+        k = registry.ENGINES.get(self.engine.kind)
+        if k and k.on_cpu and k.on_cpu(self.engine.args):  # SGLang's --device cpu
+            return True
         if self.probe.get("version"):
             return "+cpu" in self.probe["version"] or ("torch" in self.probe and not self.probe.get("torch_cuda"))
         return bool(self.spec and not self.spec.package.gpu)
@@ -159,8 +162,8 @@ def _gpu_fit(c: EnvCheck, g: gpus.Gpu | None) -> list[Finding]:
     free = 1 - g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 1.0
     if util is not None and free < float(util):
         return [Finding("problem", what, f"GPU {g.index} has {g.memory_used_mib / 1024:.1f} GiB in use by others; "
-                        f"vLLM is asked for {float(util):.0%} of its {g.memory_total_mib / 1024:.1f} GiB",
-                        "free the GPU (nvidia-smi lists who holds it) or lower --gpu-memory-utilization")]
+                        f"{e.kind} is asked for {float(util):.0%} of its {g.memory_total_mib / 1024:.1f} GiB ({k.memory_flag})",
+                        f"free the GPU (nvidia-smi lists who holds it) or lower {k.memory_flag}")]
     return []
 
 

@@ -62,13 +62,25 @@ EXCLUDE = {
     # TurboMind's CUDA 12 libraries: the runtime alone is carried, cuBLAS is forwarded by the shim
     "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-curand-cu12", "nvidia-nccl-cu12",
     "nvidia-cuda-nvrtc-cu12",
+    "flashinfer-cubin",  # 427 MB; SGLang on Hopper: FA3 attention, torch.argmax for greedy requests (sampler.py)
+}
+# What one engine needs of EXCLUDE (SGLang 0.5.15, from its source; not yet run on the H200): flashinfer.sampling is
+# imported at module level on CUDA (srt/layers/sampler.py), and its kernels are compiled at first use by tvm-ffi with
+# nvcc (sglang/jit_kernel, cached in ~/.cache/tvm-ffi); the host image lists no nvcc (docs/gpu-host.md)
+KEEP = {
+    "sglang": {"flashinfer-python", "nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl"},
 }
 DROP = {  # paths in an engine's site folder that are not needed to serve or to time kernels
     "vllm": ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/third_party/deep_gemm", "vllm/third_party/fmha_sm100",
              "bin/vllm-rs*"],
     # xgrammar's static library and headers for building against TurboMind (0.17: lib/, 0.18: turbomind/)
     "lmdeploy": ["lmdeploy/lib/lib64", "lmdeploy/lib/include", "lmdeploy/turbomind/lib64", "lmdeploy/turbomind/include"],
+    # sglang-kernel 0.4.4 (615 MB wheel): load_utils.py loads sm90/ on compute capability 9.0; flashmla is MLA only.
+    # flash_ops.abi3.so (551 MB, 1.68 GB unpacked) is FA3, SGLang's default attention on Hopper: kept, but for
+    # --sglang-without-fa3 (then --attention-backend triton)
+    "sglang": ["sgl_kernel/sm100", "sgl_kernel/flashmla_ops.abi3.so"],
 }
+WITHOUT_FA3 = ["sgl_kernel/flash_ops.abi3.so"]
 
 
 def norm(name: str) -> str:
@@ -159,8 +171,10 @@ def resolve(spec: str, work: Path, prefer: list[tuple[str, str]] = ()) -> list[t
     return [(i["metadata"]["name"], i["metadata"]["version"]) for i in items]
 
 
-def keep(reqs: list[tuple[str, str]], host: set[str]) -> list[tuple[str, str]]:
-    return [(n, v) for n, v in reqs if norm(n) not in host and norm(n) not in EXCLUDE and "+host" not in v]
+def keep(reqs: list[tuple[str, str]], host: set[str], engine: str = "") -> list[tuple[str, str]]:
+    """What of an engine's requirements is carried: not the host's, not EXCLUDE (but what KEEP gives it back)."""
+    out = EXCLUDE - KEEP.get(engine, set())
+    return [(n, v) for n, v in reqs if norm(n) not in host and norm(n) not in out and "+host" not in v]
 
 
 def install(pkgs: list[tuple[str, str]], target: Path) -> None:
@@ -298,18 +312,31 @@ def plan_sites(specs: list[str], work: Path, host: set[str]) -> dict[str, list[t
         engine, version = parse_spec(spec)
         newer = next((p for s, p in plans.items() if s.rsplit("-", 1)[0] == engine), None)
         prefer = [(n, v) for n, v in newer or [] if norm(n) != engine]
-        plans[site_name(engine, version)] = pkgs = keep(resolve(f"{engine}=={version}", work, prefer), host)
+        plans[site_name(engine, version)] = pkgs = keep(resolve(f"{engine}=={version}", work, prefer), host, engine)
         print(f"{spec}: {len(pkgs)} packages to carry", file=sys.stderr)
     return plans
 
 
-def stage_sites(plans: dict[str, list[tuple[str, str]]], stage: Path, work: Path) -> dict:
-    """Installs the site folders under stage/site/; returns the manifest."""
+def left_out(spec: str, work: Path, host: set[str]) -> dict[str, list[str]]:
+    """`--plan`: what an engine version carries and leaves out, and why (no install)."""
+    engine, version = parse_spec(spec)
+    reqs = resolve(f"{engine}=={version}", work)
+    kept = keep(reqs, host, engine)
+    out: dict[str, list[str]] = {"carried": [f"{n}=={v}" for n, v in kept], "host": [], "excluded": []}
+    for n, v in reqs:
+        if (n, v) not in kept:
+            out["host" if norm(n) in host or "+host" in v else "excluded"].append(f"{n}=={v}")
+    out["dropped paths"] = DROP.get(engine, [])
+    return out
+
+
+def stage_sites(plans: dict[str, list[tuple[str, str]]], stage: Path, work: Path, drop: dict | None = None) -> dict:
+    """Installs the site folders under stage/site/ (less `drop`'s paths, default DROP); returns the manifest."""
     common, own = share(plans)
     site = stage / "site"
     for name, pkgs in own.items():
         install(pkgs, site / name)
-        for pattern in DROP.get(name.rsplit("-", 1)[0], []):
+        for pattern in (DROP if drop is None else drop).get(name.rsplit("-", 1)[0], []):
             for p in site.joinpath(name).glob(pattern):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
     if common:
@@ -335,6 +362,9 @@ def main() -> None:
     ap.add_argument("--out", default=".gpu")
     ap.add_argument("--chunk-mib", type=int, default=40,
                     help="part size; a part and the repository must fit the 64 MiB a device call carries")
+    ap.add_argument("--plan", action="store_true", help="print what each engine carries and leaves out; no install")
+    ap.add_argument("--sglang-without-fa3", action="store_true",
+                    help="leave out sgl_kernel's FA3 library (1.68 GB): SGLang must then run --attention-backend triton")
     a = ap.parse_args()
     out = Path(a.out)
     host = {norm(ln.strip()) for ln in (HERE / "host_packages.txt").read_text().splitlines()
@@ -342,9 +372,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         fake_wheels(work / "fake")
+        if a.plan:
+            print(json.dumps({spec: left_out(spec, work, host) for spec in a.engines}, indent=1))
+            return
         stage = work / "stage"
         plans = plan_sites(a.engines, work, host)
-        (stage / "MANIFEST.json").write_text(json.dumps(stage_sites(plans, stage, work), indent=1))
+        drop = {**DROP, "sglang": DROP["sglang"] + WITHOUT_FA3} if a.sglang_without_fa3 else DROP
+        (stage / "MANIFEST.json").write_text(json.dumps(stage_sites(plans, stage, work, drop), indent=1))
         archives = [("common", ["site/common", "site/tools", "site/bin", "MANIFEST.json"]
                      + (["site/cu12"] if (stage / "site/cu12").exists() else []))]
         given = [site_name(*parse_spec(spec)) for spec in a.engines]

@@ -16,6 +16,8 @@ import sys
 
 import torch
 
+from llmcompare.engines.gemm_backends import dists
+
 # ---- lmdeploy: TurboMind -----------------------------------------------------------------------------------
 # lmdeploy 0.18's torch-facing linear API or 0.17's _turbomind classes, whichever imports: see turbomind.py
 from llmcompare.kernels.in_engine.turbomind import TurboMind  # noqa: E402, F401  (llmcompare/engines/gemm_backends.py names it impls:TurboMind)
@@ -150,7 +152,7 @@ def versions() -> dict:
     import importlib.metadata as md
 
     out = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]}
-    for dist in ("vllm", "lmdeploy"):
+    for dist in dists():
         try:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:

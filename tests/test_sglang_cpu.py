@@ -1,0 +1,90 @@
+"""End to end against a real SGLang 0.5.15 server on its CPU backend (the tiny random-weight Qwen2), slow tier.
+Needs the environment scripts/install_sglang_cpu.sh makes (or LLMCOMPARE_SGLANG_PYTHON); skipped without it."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmcompare.engines import environments
+
+pytestmark = pytest.mark.slow
+
+
+def sglang_python() -> str | None:
+    home = Path(os.environ.get("LLMCOMPARE_HOME", "~/.cache/llmcompare")).expanduser()
+    py = os.environ.get("LLMCOMPARE_SGLANG_PYTHON") or str(home / "envs" / "sglang-cpu-0.5.15" / "bin" / "python")
+    return str(environments.resolve_python(py, "LLMCOMPARE_SGLANG_PYTHON")) if Path(py).exists() else None
+
+
+@pytest.fixture(scope="module")
+def sglang_py():
+    if (py := sglang_python()) is None:
+        pytest.skip("no SGLang CPU environment (scripts/install_sglang_cpu.sh makes one)")
+    return py
+
+
+def scenario(tmp_path, py, model, prefix_cache="off"):
+    # SGLANG_USE_CPU_ENGINE=1 and --device cpu: its CPU backend (srt/utils/common.py is_cpu); torch_native
+    # attention (its default on x86, intel_amx, needs sgl_kernel's CPU build); --max-total-tokens bounds the KV
+    # pool (tokens): by default it takes --mem-fraction-static (0.72 here) of the machine's free memory, 13 GB
+    s = {"name": "sglang-cpu", "model": {"path": model},
+         "engines": [{"name": "sglang-cpu", "kind": "sglang", "python": py, "prefix_cache": prefix_cache,
+                      "args": ["--device", "cpu", "--attention-backend", "torch_native", "--context-length", "1024",
+                               "--max-total-tokens", "8192", "--skip-server-warmup", "--enable-metrics"],
+                      "env": {"SGLANG_USE_CPU_ENGINE": "1"}, "nice": 10, "startup_timeout_s": 400}],
+         "workload": {"dataset": "random", "input_len": 64, "output_len": 16, "num_prompts": 6, "seed": 3},
+         "load": {"concurrency": [1, 3], "warmup_requests": 1}, "output_dir": str(tmp_path / "runs")}
+    f = tmp_path / "sglang.yaml"
+    f.write_text(yaml.safe_dump(s))
+    return f
+
+
+def test_serve_bench_against_a_real_sglang_cpu_server(tmp_path, sglang_py, tiny_model, cli):
+    p = subprocess.run([*cli, "serve-bench", str(scenario(tmp_path, sglang_py, tiny_model))], capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode in (0, 4), p.stderr[-3000:]  # 4: a point untrusted on a loaded machine, not the subject
+    (d,) = (tmp_path / "runs").iterdir()
+    run = json.loads((d / "run.json").read_text())
+    eng = run["engines"]["sglang-cpu"]
+    assert run["status"] == "complete" and eng["version"] == "0.5.15" and eng["kind"] == "sglang"
+    assert "attention_backend=torch_native" in eng["log_notes"] and "tree cache ChunkCache" in eng["log_notes"]
+    assert "--disable-radix-cache" in eng["command"] and eng["command"][4:6] == ["-m", "sglang.launch_server"]
+    assert eng["max_model_len"] == 1024  # its /v1/models says max_model_len (as vLLM's does)
+    body = eng["request_body"]
+    assert body["temperature"] == 0.0 and body["top_k"] == 1 and body["ignore_eos"] and body["max_tokens"] == 16
+    last = {pt["index"]: pt for pt in eng["points"]}
+    assert len(last) == 2 and all(pt["metrics"]["completed"] == 6 for pt in last.values())
+    # ignore_eos is honoured: every request received its 16 tokens, counted by the server's usage
+    assert all(pt["metrics"]["total_output_tokens"] == 6 * 16 for pt in last.values())
+    # its /metrics (--enable-metrics) read as vLLM's: sglang:num_running_reqs and its token counter
+    samples = [json.loads(x) for x in (d / "sglang-cpu.metrics.jsonl").read_text().splitlines()]
+    assert samples and any("num_requests_running" in x for x in samples)
+    assert any("generation_tokens_total" in x for x in samples)
+    # its prefix-cache counters, with the cache off: every prompt token looked up, none found
+    for pt in last.values():
+        pc = pt["prefix_cache"]
+        assert pc["reported"] and pc["queries_tokens"] == 6 * 64 and pc["hits_tokens"] == 0, pc
+
+
+def test_its_prefix_cache_on_finds_each_shared_prefix(tmp_path, sglang_py, tiny_model, cli):
+    """RadixAttention on (its default; prefix_cache: on passes nothing): 2 prefixes of 256 tokens, seen in the
+    warm-up, each measured request finds its prefix, by SGLang's own counters."""
+    f = scenario(tmp_path, sglang_py, tiny_model, prefix_cache="on")
+    data = yaml.safe_load(f.read_text())
+    data["workload"] = {"dataset": "shared-prefix", "prefix_len": 256, "num_prefixes": 2, "input_len": 16,
+                        "output_len": 4, "num_prompts": 6, "seed": 1}
+    data["load"] = {"concurrency": [2], "warmup_requests": 2}
+    f.write_text(yaml.safe_dump(data))
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=900)
+    assert p.returncode in (0, 4), p.stderr[-3000:]
+    (d,) = (tmp_path / "runs").iterdir()
+    eng = json.loads((d / "run.json").read_text())["engines"]["sglang-cpu"]
+    assert "--disable-radix-cache" not in eng["command"] and "tree cache RadixCache" in eng["log_notes"]
+    (pt,) = {x["index"]: x for x in eng["points"]}.values()
+    pc = pt["prefix_cache"]
+    assert pc["reported"] and pc["queries_tokens"] == 6 * (256 + 16), pc
+    assert 6 * 250 <= pc["hits_tokens"] <= 6 * (256 + 16) and pc["hit_rate"] > 0.9, pc
