@@ -1,4 +1,5 @@
 import csv
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,14 +61,15 @@ def test_a_python_without_torch_skips_every_backend_with_its_reason(tmp_path, mo
 
 def test_a_hung_worker_is_stopped_at_its_deadline(tmp_path):
     fake = tmp_path / "fakepy"
-    fake.write_text("#!/bin/sh\nsleep 300 &\nsleep 300\n")  # a worker (and a child) that never answers
+    mark = f"sleep 300.{os.getpid()}"  # this test's own: another job's `sleep 300` is not a worker left behind
+    fake.write_text(f"#!/bin/sh\n{mark} &\n{mark}\n")  # a worker (and a child) that never answers
     fake.chmod(0o755)
     s = scenario.load("qwen-awq", {"output_dir": str(tmp_path), "kernel_bench": {
         "m": [1], "backends": ["cublas"], "python": {"cublas": str(fake)}, "timeout_s": 2}})
     d = bench.kernel_bench(s, ["test"])
     run = load_run(d)
     assert run.backends["cublas"]["status"] == "failed" and "deadline" in run.backends["cublas"]["reason"]
-    left = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", mark], capture_output=True, text=True).stdout.split()
     assert not left, f"worker processes left behind: {left}"
 
 

@@ -44,4 +44,8 @@ def test_sampling_on_and_off_share_one_server_and_alternate(tmp_path, vllm_py, t
                for name in run["engines"]}
     assert prompts == {"vllm-cpu+metrics": {64}, "vllm-cpu-metrics": {64}}
     md = (build_report([str(d)], str(tmp_path / "r"), baseline="vllm-cpu-metrics") / "report.md").read_text()
-    assert "vllm-cpu+metrics" in md.split("## End to end", 1)[0] and "across 2 repeats" in md
+    head = md.split("## End to end", 1)[0]
+    if all(pt["status"] == "complete" for e in run["engines"].values() for pt in e["points"]):
+        assert "vllm-cpu+metrics" in head and "across 2 repeats" in md  # the cost, stated as a verdict
+    else:  # an attempt the loaded machine's client could not time: no verdict, and the report says why
+        assert "Left out of every verdict" in md and "untrusted" in md
