@@ -147,3 +147,21 @@ def test_open_loop_poisson_schedule_ends_at_n_over_rate(tmp_path, tiny_model, cl
     due = sorted(r["scheduled_s"] for r in recs)
     assert len(due) == 20 and due[-1] == pytest.approx(20 / 50, rel=1e-9)
     assert len(set(np.round(np.diff(due), 9))) > 10  # not regular
+
+
+def test_one_stall_while_the_idle_floor_is_measured_does_not_poison_it():
+    """Issue 27 item 1: a 1.5 s stop of the client in the floor's measurement gave a floor of 1,229.6 ms, which
+    then excused every later point's lag. One stall moves one of the windows, not their median, and never the cap."""
+    import asyncio
+    import time
+
+    from llmcompare.serve import loadgen
+
+    async def stalled() -> float:
+        asyncio.get_running_loop().call_later(0.03, time.sleep, 1.5)  # blocks the loop inside the first window
+        return await loadgen.idle_loop_lag()
+
+    t = time.perf_counter()
+    floor = asyncio.run(stalled())
+    assert time.perf_counter() - t >= 1.5  # the stall happened while the floor was measured
+    assert 0.0 <= floor <= loadgen.FLOOR_CAP_MS
