@@ -70,7 +70,7 @@ def test_a_run_directory_has_one_writer_the_second_is_refused_naming_it_and_the_
 
 
 def test_resume_of_a_run_still_going_is_refused_at_once_and_the_run_is_untouched(tmp_path, cli, stub_scenario):
-    f = stub_scenario("slow", concurrency=[1, 2], output_len=20, num_prompts=30)  # 1 s a request: 45 s
+    f = stub_scenario("slow", concurrency=[1, 2], output_len=20, num_prompts=12)  # 1 s a request: 18 s
     first = subprocess.Popen([*cli, "serve-bench", str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list((tmp_path / "runs").glob("*/stub.requests.jsonl")) and time.monotonic() < deadline:
