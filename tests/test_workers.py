@@ -17,11 +17,14 @@ from pathlib import Path
 import fakeserver
 import pytest
 import yaml
+from test_point import (
+    StopAfter,  # load.converge decided after N requests (the stopping is tested, not the rule)
+)
 
 from llmcompare.engines.server import free_port
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import LoadKey
-from llmcompare.serve import converge, loadgen, workers
+from llmcompare.serve import loadgen, workers
 
 
 def test_closed_loop_split_keeps_c_in_flight_over_all_workers():
@@ -90,21 +93,6 @@ def test_a_closed_loop_point_over_two_workers_records_every_request(fake):
         peak = max(peak, level)
     assert peak <= 4
     assert not any(p.is_alive() for p in procs)
-
-
-class StopAfter(converge.Converger):
-    """Decides "converged" once `after` requests have finished (the stopping over processes is tested, not the rule)."""
-
-    def __init__(self, after: int):
-        super().__init__(0.02, 600.0)
-        self.after, self.check_s, self.seen = after, 0.05, 0
-
-    def converged(self, now_s: float) -> bool:
-        return self.seen >= self.after
-
-    def finished(self, rec) -> None:
-        super().finished(rec)
-        self.seen += 1
 
 
 def test_load_converge_stops_every_worker_sending_and_lets_the_requests_in_flight_finish(fake):

@@ -255,21 +255,20 @@ class _Point:
     def _enough(self, decision: str) -> None:
         """load.converge decided: every worker stops sending; what is in flight finishes as results."""
         self.run_.converge_stop = decision
-        for wk in self.pool.workers:
-            if wk.done is None:
-                try:
-                    wk.conn.send(("enough",))
-                except (OSError, ValueError):
-                    pass
+        self._tell_all("enough")
 
     def _stop_all(self) -> None:
         if self.stopped:
             return
         self.stopped = True
+        self._tell_all("stop")
+
+    def _tell_all(self, message: str) -> None:
+        """Sends (message,) to every worker still running; one whose pipe is gone is noticed by its exit."""
         for wk in self.pool.workers:
             if wk.done is None:
                 try:
-                    wk.conn.send(("stop",))
+                    wk.conn.send((message,))
                 except (OSError, ValueError):
                     pass
 
