@@ -3,8 +3,8 @@
 A closed loop whose requests all have the same prompt and output length (the `random` and `shared-prefix`
 datasets with ignore_eos, the map's fixed cells) moves in synchronized waves: c requests start together,
 prefill together, decode together and finish together, so the next c start together again. Its whole-point and
-short-run figures depend on the first wave and on how the point's length cuts the waves (reports/h200-grid: the
-3-wave c=256 points' gap is made largely by wave 1). Users' traffic is not like that: lengths vary (ShareGPT-like
+short-run figures depend on the first wave and on how the point's length cuts the waves (reports/h200-grid's
+3-wave c=256 points: per-wave rates up to 2x apart within one point, reports/h200-grid/steady-rule.md). Users' traffic is not like that: lengths vary (ShareGPT-like
 lengths, a dataset file, outputs ending at EOS) and requests arrive at a rate (open loop). The report labels every
 verdict row with its traffic, so a synchronized verdict is never read as one about realistic traffic.
 """
