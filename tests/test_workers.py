@@ -105,17 +105,39 @@ def test_load_converge_stops_every_worker_sending_and_lets_the_requests_in_fligh
     assert not run.partial and all(r.success and not r.cut_off for r in run.records)
 
 
-def test_an_open_loop_point_sends_at_the_global_schedule(fake):
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_an_open_loop_point_sends_at_the_global_schedule_never_early(fake, loop):
     key, specs = LoadKey(request_rate=40.0), _specs(16, 4)
 
     async def main():
-        with workers.WorkerPool(3, _req(fake)) as pool:
+        with workers.WorkerPool(3, _req(fake), loop=loop) as pool:
             return await pool.run_point(key, specs, burstiness=1.0, seed=5)
 
     run = asyncio.run(main())
     due = loadgen.arrivals(16, 40.0, 1.0, 5)
     assert sorted((r.index, r.scheduled_s) for r in run.records) == list(enumerate(due))
-    assert all(r.dispatch_s >= r.scheduled_s - 0.001 for r in run.records)
+    # never before its due time (uvloop's timers fire up to ~1 ms early: loadgen.sleep_until sleeps again)
+    assert all(r.dispatch_s >= r.scheduled_s and r.queue_ms >= 0 for r in run.records)
+    assert {w["loop"].split()[0] for w in run.workers} == {loop}
+
+
+def test_sleep_until_never_returns_early_on_uvloop():
+    import uvloop
+
+    async def main():
+        early = []
+        for k in range(60):
+            at = time.perf_counter() + 0.0005 + (k % 7) * 0.0013
+            await loadgen.sleep_until(at)
+            early.append(at - time.perf_counter())
+        return early
+
+    assert max(uvloop.run(main())) <= 0
+
+
+def test_an_unknown_event_loop_is_refused_with_the_valid_ones():
+    with pytest.raises(ValueError, match="valid: auto, uvloop, asyncio"):
+        workers.WorkerPool(2, _req("http://127.0.0.1:1"), loop="trio")
 
 
 def test_a_worker_that_dies_mid_point_cuts_off_its_requests_and_the_point_is_partial(tmp_path):
@@ -194,3 +216,12 @@ def test_ctrl_c_or_sigterm_mid_point_keeps_what_finished_and_leaves_no_worker(tm
     assert all(json.loads(ln)["success"] for ln in lines)
     time.sleep(0.5)
     assert _tagged(tag) == []
+
+
+def test_the_run_records_the_clients_http_library_and_event_loop():
+    from importlib import metadata
+
+    from llmcompare.setup import host
+
+    stack = host.host_info()["client"]
+    assert stack == {"aiohttp": metadata.version("aiohttp"), "uvloop": metadata.version("uvloop")}

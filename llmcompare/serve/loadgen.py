@@ -322,13 +322,20 @@ async def _open(one, due: list[float], cap: int | None, stop: asyncio.Event, t0:
             await one(k, at)
 
     for k, at in enumerate(due):
-        delay = t0 + at - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await sleep_until(t0 + at)
         if stop.is_set() or enough.is_set():
             break
         tasks.append(asyncio.create_task(gated(k, at)))
     await asyncio.gather(*tasks)
+
+
+async def sleep_until(deadline: float) -> None:
+    """Returns once perf_counter() >= deadline (seconds, the perf_counter clock), never before. uvloop's timers
+    count whole milliseconds from a cached loop time and can fire up to ~1 ms early (measured here: 1.03 ms in
+    300 random sleeps; asyncio's own loop never fires early), which would send an open-loop request before its
+    due time; what is left after an early wake-up is slept again (uvloop: the next loop turn)."""
+    while (left := deadline - time.perf_counter()) > 0:
+        await asyncio.sleep(left)
 
 
 async def _watch(run: PointRun, stop: asyncio.Event, check_abort) -> None:

@@ -41,6 +41,7 @@ FASTEST_ITL_S = 0.005  # the shortest decode step a served request streams at (H
 START_AHEAD_S = 0.3  # t0 this far ahead of the job's dispatch: every worker has it before it starts
 STOP_GRACE_S = 2.0  # after 'stop', how long in-flight requests get to fail and be recorded as cut off
 JOIN_S = 5.0  # a worker that does not exit this long after 'quit' is killed
+LOOPS = ("auto", "uvloop", "asyncio")  # a worker's event loop: auto = uvloop where installed
 
 
 def expected_events_per_s(key: LoadKey, output_len: int) -> float:
@@ -95,8 +96,10 @@ class _Worker:
 class WorkerPool:
     """N client processes for one engine's points (started once, reused point after point; a context manager)."""
 
-    def __init__(self, n: int, req: loadgen.Request):
-        self.n, self.req = n, req
+    def __init__(self, n: int, req: loadgen.Request, loop: str = "auto"):
+        if loop not in LOOPS:
+            raise ValueError(f"loop: {loop!r} is not valid; valid: {', '.join(LOOPS)}")
+        self.n, self.req, self.loop = n, req, loop
         self.ctx = mp.get_context("spawn")  # no fork of a process holding an event loop and sockets
         self.workers: list[_Worker] = []
 
@@ -111,7 +114,7 @@ class WorkerPool:
         # watches only the end it reads and writes on the other, blocking, end
         down_r, down_w = self.ctx.Pipe(duplex=False)  # parent -> worker
         up_r, up_w = self.ctx.Pipe(duplex=False)  # worker -> parent
-        p = self.ctx.Process(target=worker_main, args=(_Duplex(down_r, up_w), self.req, w),
+        p = self.ctx.Process(target=worker_main, args=(_Duplex(down_r, up_w), self.req, w, self.loop),
                              name=f"llmcompare-client-{w}", daemon=True)
         p.start()
         down_r.close()
@@ -279,6 +282,7 @@ class _Point:
             self.run_.loop_lag_ms += lags
             h = loadgen.lag_summary(lags)
             self.run_.workers.append({"worker": wk.index, "requests": len(self.plan[wk.index]), **h,
+                                      **({"loop": wk.done["loop"]} if wk.done and "loop" in wk.done else {}),
                                       **({"died": wk.dead} if wk.dead else {})})
 
 
@@ -322,20 +326,23 @@ async def _recv(conn: Connection, timeout_s: float | None = None):
 
 
 # ---- in the worker process ----------------------------------------------------------------------------------------
-def worker_main(conn: Connection, req: loadgen.Request, index: int) -> None:
+def worker_main(conn: Connection, req: loadgen.Request, index: int, loop: str = "auto") -> None:
     """A worker's life: jobs from the parent, one at a time, until 'quit' or the parent's end (its pipe closes).
-    Ctrl-C is the parent's to handle (SIGINT ignored here); SIGTERM ends it."""
+    Ctrl-C is the parent's to handle (SIGINT ignored here); SIGTERM ends it. `loop` (LOOPS): auto runs uvloop
+    where it is installed (a dependency on Linux and macOS), else asyncio's own loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        import uvloop  # optional (PyPI): a faster event loop where installed
+    if loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if loop == "uvloop":
+                raise
+        else:
+            return uvloop.run(_serve_jobs(conn, req, f"uvloop {uvloop.__version__}"))
+    asyncio.run(_serve_jobs(conn, req, "asyncio"))
 
-        uvloop.install()
-    except ImportError:
-        pass
-    asyncio.run(_serve_jobs(conn, req))
 
-
-async def _serve_jobs(conn: Connection, req: loadgen.Request) -> None:
+async def _serve_jobs(conn: Connection, req: loadgen.Request, loop_name: str) -> None:
     async with loadgen.session() as session:
         while True:
             try:
@@ -348,14 +355,14 @@ async def _serve_jobs(conn: Connection, req: loadgen.Request) -> None:
                 conn.send(("floor", await loadgen.idle_loop_lag()))
             elif msg[0] == "point":
                 try:
-                    await _job(conn, session, req, *msg[1:])
+                    await _job(conn, session, req, *msg[1:], loop_name=loop_name)
                 except Exception as e:  # the parent records it as this worker's death (the point is partial)
                     conn.send(("failed", f"{type(e).__name__}: {e}"))
                     return
 
 
 async def _job(conn: Connection, session, req: loadgen.Request, job: dict, specs: list[RequestSpec],
-               t0: float) -> None:
+               t0: float, loop_name: str) -> None:
     """One point's share: the worker's requests under its slots (closed) or at their due times (open)."""
     stop, enough = asyncio.Event(), asyncio.Event()
     listener = asyncio.create_task(_listen(conn, stop, enough))
@@ -368,14 +375,12 @@ async def _job(conn: Connection, session, req: loadgen.Request, job: dict, specs
     def finished(rec: RequestRecord) -> None:
         conn.send(("rec", rec.to_json()))
 
-    wait = t0 - time.perf_counter()
-    if wait > 0:
-        await asyncio.sleep(wait)
+    await loadgen.sleep_until(t0)
     run = await loadgen.run_share(session, req, specs, indices, due, job["concurrency"], job["cap"], t0, stop,
                                   started, finished, enough=enough)
     listener.cancel()
     await asyncio.gather(listener, return_exceptions=True)
-    conn.send(("done", {"loop_lag_ms": run.loop_lag_ms}))
+    conn.send(("done", {"loop_lag_ms": run.loop_lag_ms, "loop": loop_name}))
 
 
 async def _listen(conn: Connection, stop: asyncio.Event, enough: asyncio.Event) -> None:

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from importlib import metadata
 
 from llmcompare import __version__
 from llmcompare.schema.machine import Machine
@@ -63,7 +64,20 @@ def host_info(tensor_parallel: int = 1) -> dict:
         "tensor_parallel": tensor_parallel,
         "gpu_topology": gpu_topology() if tensor_parallel > 1 else None,
         "llmcompare": __version__,
+        "client": client_stack(),
     }
+
+
+def client_stack() -> dict:
+    """The load generator's HTTP client and event loop: aiohttp's version, and uvloop's where installed (the client
+    worker processes run on it; without it, asyncio's own loop: serve/workers.py). None for what is missing."""
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"aiohttp": version("aiohttp"), "uvloop": version("uvloop")}
 
 
 PROCESS_START = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
