@@ -13,6 +13,7 @@ import pytest
 spec = importlib.util.spec_from_file_location("bundle", Path(__file__).parents[1] / "scripts/gpu/bundle.py")
 bundle = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bundle)
+plan = importlib.import_module("bundle_plan")  # scripts/gpu/bundle_plan.py, on sys.path once bundle.py is loaded
 
 
 def test_host_packages_and_unneeded_gpu_libraries_are_not_carried():
@@ -23,19 +24,29 @@ def test_host_packages_and_unneeded_gpu_libraries_are_not_carried():
 
 
 def test_sglang_keeps_what_its_source_imports_of_the_excluded():
-    """SGLang 0.5.15 imports flashinfer.sampling at module level on CUDA and compiles its kernels with nvcc at
-    first use (scripts/gpu/bundle.py KEEP); vLLM and lmdeploy still leave them out."""
-    reqs = [("sglang", "0.5.15"), ("flashinfer-python", "0.6.12"), ("nvidia-cuda-nvcc", "13.0.88"),
-            ("tilelang", "0.1.11"), ("sglang-kernel", "0.4.4")]
+    """SGLang 0.5.15 imports flashinfer.sampling at module level on CUDA (bundle_plan.KEEP); vLLM and lmdeploy still
+    leave it out."""
+    reqs = [("sglang", "0.5.15"), ("flashinfer-python", "0.6.12"), ("tilelang", "0.1.11"), ("sglang-kernel", "0.4.4")]
     assert bundle.keep(reqs, set(), "sglang") == [("sglang", "0.5.15"), ("flashinfer-python", "0.6.12"),
-                                                 ("nvidia-cuda-nvcc", "13.0.88"), ("sglang-kernel", "0.4.4")]
+                                                 ("sglang-kernel", "0.4.4")]
     assert bundle.keep(reqs, set(), "vllm") == [("sglang", "0.5.15"), ("sglang-kernel", "0.4.4")]
     assert "sgl_kernel/sm100" in bundle.DROP["sglang"] and "sgl_kernel/sm90" not in bundle.DROP["sglang"]
+    assert plan.drop_table(True)["sglang"] == bundle.DROP["sglang"] + ["sgl_kernel/flash_ops.abi3.so"]
+    assert plan.drop_table(False) == bundle.DROP
+
+
+def test_sglang_carries_no_cuda_compiler_wheels():
+    """The first real build (2026-12-04) carried nvcc 13.4.92's wheels (~150 MB, tileiras included) for SGLang's JIT
+    kernels; tvm-ffi never looks for nvcc in a site folder, and those wheels have no cuda_runtime.h: the host's
+    nvcc is used (env.sh's CUDA_HOME)."""
+    reqs = [("sglang", "0.5.15"), ("nvidia-cuda-nvcc", "13.4.92"), ("nvidia-cuda-crt", "13.4.92"),
+            ("nvidia-nvvm", "13.4.92"), ("nvidia-cuda-tileiras", "13.4.92"), ("nvidia-cuda-cccl", "13.4.92")]
+    assert bundle.keep(reqs, set(), "sglang") == [("sglang", "0.5.15")]
 
 
 def test_xgrammar_dependency_is_kept():
     # the first vLLM start on the H200 failed with "No module named 'tvm_ffi'" (xgrammar imports it)
-    assert "apache-tvm-ffi" not in bundle.EXCLUDE
+    assert "apache-tvm-ffi" not in plan.EXCLUDE
 
 
 def test_host_package_list_is_read():
@@ -188,3 +199,34 @@ def test_cublas_shim_covers_lmdeploy_017_imports(tmp_path):
     assert bundle.missing_cublas([ext], shim(here / "cublas12_shim.c")) == {
         str(ext): ["cublasGemmGroupedBatchedEx", "cublasSetMathMode"]}
     assert bundle.missing_cublas([ext], shim(here / "cublas12_shim.c", here / "cublas12_shim_extra.c")) == {}
+
+
+def _cuda_home(tmp_path, sites, path, cuda_home=None):
+    (tmp_path / "env.sh").write_text(bundle.env_sh(sites))
+    env = {"LLMC_ROOT": "/r", "PATH": f"{path}:{_fake_python(tmp_path)}"} | ({"CUDA_HOME": cuda_home} if cuda_home else {})
+    return subprocess.run(["bash", "-euc", f"source {tmp_path}/env.sh; echo ${{CUDA_HOME:-unset}}"], capture_output=True,
+                          text=True, check=True, env=env).stdout.strip()
+
+
+def _toolkit(root, nvcc_only=False):
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (root / "bin" / "nvcc").chmod(0o755)
+    if not nvcc_only:
+        (root / "include").mkdir()
+        (root / "include" / "cuda_runtime.h").write_text("")
+        (root / "lib64").mkdir()
+        (root / "lib64" / "libcudart.so").write_text("")
+    return root
+
+
+def test_env_sh_gives_sglang_a_cuda_home_that_has_the_runtime(tmp_path):
+    """tvm-ffi (SGLang's JIT) runs $CUDA_HOME/bin/nvcc and links -L$CUDA_HOME/lib64 -lcudart; unset, it takes the
+    folder above `which nvcc`'s bin/, wrong for a wrapper nvcc (the link failed here so)."""
+    kit = _toolkit(tmp_path / "cuda-13.0")
+    wrapper = _toolkit(tmp_path / "wrap", nvcc_only=True)
+    sites = ["sglang-0.5.15", "vllm-0.26.0"]
+    assert _cuda_home(tmp_path, sites, kit / "bin") == str(kit)
+    assert _cuda_home(tmp_path, sites, kit / "bin", cuda_home="/mine") == "/mine"
+    assert _cuda_home(tmp_path, sites, wrapper / "bin") != str(wrapper)
+    assert _cuda_home(tmp_path, ["vllm-0.26.0"], kit / "bin") == "unset"

