@@ -48,8 +48,15 @@ CLIENT_TIMEOUT_S = 300
 # One core each: the peers that start worker processes get one (guidellm's default is 10 spawned processes,
 # inference-perf's os.cpu_count(), which ignores taskset; aiperf's own formula already gives 1 here). On one
 # core this made guidellm faster (2,206 against 1,943 tok/s at concurrency 16) and its start 2x quicker.
-GUIDELLM_ENV = {"GUIDELLM__MAX_WORKER_PROCESSES": "1"}
 INFERENCE_PERF_WORKERS = 1
+CLIENT_CORES = "0"  # taskset's core list for the clients (scripts/client_scaling.py gives its own)
+
+
+def guidellm_env(workers: int = 1) -> dict:
+    return {"GUIDELLM__MAX_WORKER_PROCESSES": str(workers)}
+
+
+GUIDELLM_ENV = guidellm_env(1)
 
 
 def n_requests(c: int) -> int:
@@ -60,12 +67,13 @@ def n_warmup(c: int) -> int:
     return min(c, 16)
 
 
-def pinned(cmd: list[str]) -> list[str]:
-    return ["taskset", "-c", "0", *cmd]
+def pinned(cmd: list[str], cores: str = CLIENT_CORES) -> list[str]:
+    return ["taskset", "-c", cores, *cmd]
 
 
-def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, ok=(0,)) -> subprocess.CompletedProcess:
-    p = subprocess.run(pinned(cmd), capture_output=True, text=True, cwd=cwd, timeout=CLIENT_TIMEOUT_S,
+def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, ok=(0,),
+        cores: str = CLIENT_CORES) -> subprocess.CompletedProcess:
+    p = subprocess.run(pinned(cmd, cores), capture_output=True, text=True, cwd=cwd, timeout=CLIENT_TIMEOUT_S,
                        env={**os.environ, **(env or {})})
     if p.returncode not in ok:
         raise RuntimeError(f"exit {p.returncode}: {(p.stderr or p.stdout)[-1500:]}")
@@ -76,7 +84,8 @@ def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, ok=(0,
 def find_python(version: str) -> str:
     for exe in (f"python{version}", str(Path(f"~/.pyenv/versions/{version}").expanduser()) + "/bin/python"):
         path = shutil.which(exe) or (exe if Path(exe).exists() else None)
-        if path:
+        # a pyenv shim is on PATH for every version pyenv has, but runs only the ones selected (global, local)
+        if path and subprocess.run([path, "-c", ""], capture_output=True).returncode == 0:
             return path
     for d in sorted(Path("~/.pyenv/versions").expanduser().glob(f"{version}.*"), reverse=True):
         if (d / "bin/python").exists():
@@ -152,25 +161,29 @@ def run_vllm(py: str, base: str, model_dir: str, c: int, tmp: Path) -> dict:
             "p99_ttft_ms": r["p99_ttft_ms"], "mean_itl_ms": r["mean_itl_ms"]}
 
 
-def guidellm_cmd(base: str, model_dir: str, c: int, out: Path) -> list[str]:
+def guidellm_cmd(base: str, model_dir: str, c: int, out: Path, n: int | None = None) -> list[str]:
     profile = {"kind": "concurrent", "streams": [c], "warmup": {"value": n_warmup(c), "mode": "requests"}}
     return ["guidellm", "run",
             "--backend", f"kind=openai_http,target={base},model={fakeserver.MODEL},request_format=/v1/completions",
             "--profile", json.dumps(profile),
-            "--constraint", f"kind=max_requests,count={n_requests(c) + n_warmup(c)}",
+            "--constraint", f"kind=max_requests,count={(n or n_requests(c)) + n_warmup(c)}",
             "--data", f"kind=synthetic_text,prompt_tokens={INPUT_LEN},output_tokens={OUTPUT_LEN}",
             "--tokenizer", f"kind=huggingface_auto,model={model_dir}",
             "--output", f"kind=json,path={out}", "--disable-console"]
 
 
-def run_guidellm(base: str, model_dir: str, c: int, tmp: Path) -> dict:
-    out = tmp / f"guidellm-{c}.json"
-    cmd = guidellm_cmd(base, model_dir, c, out)
-    run([str(PEERS["guidellm"][2] / "bin/guidellm"), *cmd[1:]], cwd=tmp, env=GUIDELLM_ENV)
+def run_guidellm(base: str, model_dir: str, c: int, tmp: Path, workers: int = 1, cores: str = CLIENT_CORES,
+                 n: int | None = None) -> dict:
+    """workers: guidellm's worker processes (GUIDELLM__MAX_WORKER_PROCESSES); n: requests measured."""
+    out = tmp / f"guidellm-{c}-{workers}.json"
+    cmd = guidellm_cmd(base, model_dir, c, out, n)
+    run([str(PEERS["guidellm"][2] / "bin/guidellm"), *cmd[1:]], cwd=tmp, env=guidellm_env(workers), cores=cores)
     (b,) = json.loads(out.read_text())["benchmarks"]
     m = b["metrics"]
     ok = lambda k: m[k]["successful"]  # noqa: E731
-    return {"completed": m["request_totals"]["successful"], "output_tok_per_s": ok("output_tokens_per_second")["mean"],
+    totals = m["request_totals"]
+    return {"completed": totals["successful"], "failed": totals.get("errored", 0) + totals.get("incomplete", 0),
+            "output_tok_per_s": ok("output_tokens_per_second")["mean"],
             # guidellm keeps no per-chunk timestamps (first and last token only): its ITL is each request's mean
             # gap, (last - first) / (tokens - 1), its percentiles taken over tokens
             "p99_itl_ms": ok("inter_token_latency_ms")["percentiles"]["p99"], "itl_kind": "per-request mean",
@@ -198,8 +211,9 @@ def run_aiperf(base: str, model_dir: str, c: int, tmp: Path) -> dict:
             "mean_itl_ms": r["inter_chunk_latency"]["avg"]}
 
 
-def inference_perf_config(base: str, model_dir: str, c: int, out: Path) -> dict:
-    n, w = n_requests(c), n_warmup(c)
+def inference_perf_config(base: str, model_dir: str, c: int, out: Path, workers: int = INFERENCE_PERF_WORKERS,
+                          n: int | None = None) -> dict:
+    n, w = n or n_requests(c), n_warmup(c)
     fixed = lambda v: {"min": v, "max": v, "mean": v, "std_dev": 0, "total_count": n + w, "type": "fixed"}  # noqa: E731
     return {
         "api": {"type": "completion", "streaming": True},
@@ -207,7 +221,7 @@ def inference_perf_config(base: str, model_dir: str, c: int, out: Path) -> dict:
         "tokenizer": {"pretrained_model_name_or_path": model_dir},
         "data": {"type": "random", "input_distribution": fixed(INPUT_LEN), "output_distribution": fixed(OUTPUT_LEN)},
         # no warm-up option: a first stage of w requests at the same concurrency is the warm-up, stage 1 is measured
-        "load": {"type": "concurrent", "num_workers": INFERENCE_PERF_WORKERS,
+        "load": {"type": "concurrent", "num_workers": workers,
                  "stages": [{"num_requests": w, "concurrency_level": c}, {"num_requests": n, "concurrency_level": c}]},
         "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": False,
                                          "percentiles": [50, 99]}},
@@ -215,17 +229,20 @@ def inference_perf_config(base: str, model_dir: str, c: int, out: Path) -> dict:
     }
 
 
-def run_inference_perf(base: str, model_dir: str, c: int, tmp: Path) -> dict:
+def run_inference_perf(base: str, model_dir: str, c: int, tmp: Path, workers: int = INFERENCE_PERF_WORKERS,
+                       cores: str = CLIENT_CORES, n: int | None = None) -> dict:
+    """workers: inference-perf's load.num_workers (processes); n: requests measured."""
     import yaml
 
-    out = tmp / f"inference-perf-{c}"
-    cfg = tmp / f"inference-perf-{c}.yaml"
-    cfg.write_text(yaml.safe_dump(inference_perf_config(base, model_dir, c, out)))
-    run([str(PEERS["inference_perf"][2] / "bin/inference-perf"), "--config_file", str(cfg)], cwd=tmp)
+    out = tmp / f"inference-perf-{c}-{workers}"
+    cfg = tmp / f"inference-perf-{c}-{workers}.yaml"
+    cfg.write_text(yaml.safe_dump(inference_perf_config(base, model_dir, c, out, workers, n)))
+    run([str(PEERS["inference_perf"][2] / "bin/inference-perf"), "--config_file", str(cfg)], cwd=tmp, cores=cores)
     r = json.loads((out / "stage_1_lifecycle_metrics.json").read_text())
     s = r["successes"]
     lat = s["latency"]
-    return {"completed": s["count"], "output_tok_per_s": s["throughput"]["output_tokens_per_sec"],
+    return {"completed": s["count"], "failed": (r.get("failures") or {}).get("count", 0),
+            "output_tok_per_s": s["throughput"]["output_tokens_per_sec"],
             "p99_itl_ms": lat["inter_token_latency"]["p99"] * 1000, "p99_ttft_ms": lat["time_to_first_token"]["p99"] * 1000,
             "mean_itl_ms": lat["inter_token_latency"]["mean"] * 1000}
 

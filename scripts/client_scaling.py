@@ -1,19 +1,30 @@
 #!/usr/bin/env python3
 """Client scaling: the streamed events per second llmcompare's load generator sustains with 1, 2, 4, ... worker
-processes (serve/workers.py), side by side in one run, against a fake server that itself runs in several
-processes (tests/fakeserver.py --processes, SO_REUSEPORT) on other cores, so the server is not the limit.
-A benchmark, not a test.
+processes (serve/workers.py), side by side in one run with the peers that have worker processes of their own
+(guidellm, inference-perf: --peers) at the same counts, against a fake server that itself runs in several
+processes (tests/fakeserver.py --processes, SO_REUSEPORT), so the server is not the limit. A benchmark, not a test.
 
-  python scripts/client_scaling.py [--workers 1 2 4 8] [--concurrency 64 256 512 1024] [--client-cores 0-7]
-      [--server-cores 8-15] [--server-processes 8] [--out reports/client-scaling.json]
+  flock /tmp/llmcompare-cpu.lock .venv/bin/python scripts/client_scaling.py [--workers 1 2 4 8]
+      [--concurrency 64 256 512 1024] [--loops uvloop asyncio] [--peers guidellm inference_perf]
+      [--client-cores 0-7] [--server-cores 8-15] [--server-processes 8] [--repeats 1]
+      [--out reports/client-scaling.json]
+  python scripts/client_scaling.py --table reports/client-scaling.json   (the README table of a saved run)
 
 The server sends every request's OUTPUT_LEN one-token chunks on absolute deadlines (first after TTFT_MS, then one
-every ITL_MS). Per worker count and concurrency c: a closed loop of max(4c, 256) requests; events/s = chunks
-received / the point's duration; added ITL error = p99 of the gaps between chunks - ITL_MS - the server's own
-p99 send lateness (its /stats, from one of its processes: the floor any client sees). A worker count
-sustains the highest events/s among its concurrencies whose added error is below ERROR_MS ("sustained"). The
-client's processes are pinned to --client-cores (taskset of this process: its workers inherit it), the server's
-to --server-cores.
+every ITL_MS), so output tok/s = events/s. Per concurrency c, worker count N and client (interleaved in that
+order, the whole ladder --repeats times: drift of the machine hits every client and count alike): a closed loop of max(4c, 256) requests, 16
+tokens in. llmcompare: N = 1 is the in-process client (loadgen.run_point), N > 1 the worker pool, each on every
+event loop of --loops; events/s = chunks received / the point's duration. guidellm with N worker processes
+(GUIDELLM__MAX_WORKER_PROCESSES) and inference-perf with load.num_workers = N, each started afresh per point with
+min(c, 16) warm-up requests first (scripts/client_capacity.py's runners, read from their own result files).
+Added ITL error = the client's p99 ITL - ITL_MS - the server's own p99 send lateness (/stats, the lowest of its
+processes': the floor any client sees, not overstated). guidellm has no chunk-level ITL (it keeps first and last
+token times only): its figure is the p99 of each request's mean gap - ITL_MS, marked †. A client and N sustain
+the highest events/s among the concurrencies where no request failed and the added error is below ERROR_MS
+(per repeat; the summary gives their median and its ratio to the first worker count); "with the server on time"
+also asks, where the lateness is subtracted, that every server process's p99 lateness be below SERVER_ON_TIME_MS.
+The clients are pinned to --client-cores (taskset; llmcompare's workers inherit this process's), the server to
+--server-cores; left out, both may use every core.
 """
 
 from __future__ import annotations
@@ -24,13 +35,18 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+import client_capacity as cc  # noqa: E402  (the peers' runners)
 import fakeserver  # noqa: E402
 
 from llmcompare.engines.server import free_port  # noqa: E402
@@ -38,8 +54,15 @@ from llmcompare.schema.request import RequestSpec  # noqa: E402
 from llmcompare.schema.run import LoadKey  # noqa: E402
 from llmcompare.serve import loadgen, workers  # noqa: E402
 
-TTFT_MS, ITL_MS, OUTPUT_LEN = 20.0, 5.0, 64
+TTFT_MS, ITL_MS, OUTPUT_LEN = cc.TTFT_MS, cc.ITL_MS, cc.OUTPUT_LEN  # 20 ms, 5 ms, 64 chunks
 ERROR_MS = 1.0
+# A second reading of "sustained" where client and server share cores: only points at which the server kept its
+# schedule (p99 send lateness below this in every process; ~1.1 ms at c=16 on the 2-core machine), since past
+# that the lateness subtracted is large, noisy, and raised by the client's own use of the shared cores.
+SERVER_ON_TIME_MS = 2.0
+PEERS = ("guidellm", "inference_perf")
+LOOPS = ("uvloop", "asyncio")
+STATS_CALLS = 16  # /stats calls per server process (each lands on a random one): every process is reached
 
 
 def cores(text: str) -> set[int]:
@@ -50,53 +73,108 @@ def cores(text: str) -> set[int]:
     return out
 
 
-def point(base: str, n_workers: int, c: int) -> dict:
+def core_list(cs: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cs))
+
+
+def n_requests(c: int) -> int:
+    return max(4 * c, 256)
+
+
+# ---- the server's own lateness, from every process -----------------------------------------------------------
+def reset_server(base: str, procs: int) -> None:
+    for _ in range(STATS_CALLS * procs):
+        fakeserver.stats(base, reset=True)
+
+
+def server_lateness(base: str, procs: int) -> list[float]:
+    """Each server process's p99 send lateness (ms) since the reset, as many as the calls reached."""
+    seen = {}
+    for _ in range(STATS_CALLS * procs):
+        s = fakeserver.stats(base)
+        seen[(s.get("sends"), s.get("p99_late_ms"))] = s.get("p99_late_ms") or 0.0
+    return sorted(seen.values())
+
+
+# ---- one point of each client: a dict of what it measured ------------------------------------------------------
+def llmcompare_point(base: str, n_workers: int, c: int, loop: str) -> dict:
     req = loadgen.Request(f"{base}/v1/completions", fakeserver.MODEL, {"stream": True, "ignore_eos": True}, 120.0)
-    specs = [RequestSpec(f"p{i}", 16, OUTPUT_LEN) for i in range(max(4 * c, 256))]
+    specs = [RequestSpec(f"p{i}", 16, OUTPUT_LEN) for i in range(n_requests(c))]
     key = LoadKey(concurrency=c)
 
     async def run():
         if n_workers == 1:
             async with loadgen.session() as s:
                 return await loadgen.run_point(s, req, key, specs)
-        with workers.WorkerPool(n_workers, req) as pool:
+        with workers.WorkerPool(n_workers, req, loop=loop) as pool:
             await pool.idle_floors()  # the workers are up before the clock starts
             return await pool.run_point(key, specs)
 
-    t = time.monotonic()
-    fakeserver.stats(base, reset=True)
-    pr = asyncio.run(run())
-    late = fakeserver.stats(base).get("p99_late_ms") or 0.0  # one server process's own send lateness
+    if n_workers == 1 and loop == "uvloop":
+        import uvloop
+
+        pr = uvloop.run(run())
+    else:
+        pr = asyncio.run(run())
     ok = [r for r in pr.records if r.success]
     gaps = sorted(g for r in ok for g in r.itl_ms())
-    events = sum(len(r.chunk_ms) for r in ok)
-    p99 = gaps[int(0.99 * (len(gaps) - 1))] if gaps else None
-    return {"workers": n_workers, "concurrency": c, "requests": len(specs), "completed": len(ok),
-            "events_per_s": events / pr.duration_s if pr.duration_s else 0.0, "p99_itl_ms": p99,
-            "server_p99_late_ms": late, "added_p99_itl_error_ms": None if p99 is None else p99 - ITL_MS - late,
-            "ideal_events_per_s": c * 1000.0 / ITL_MS * OUTPUT_LEN / (OUTPUT_LEN + TTFT_MS / ITL_MS),
-            "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms"), "wall_s": round(time.monotonic() - t, 1)}
+    loops = sorted({w.get("loop", "?") for w in pr.workers}) if n_workers > 1 else [loop + " (in-process)"]
+    why = Counter(str(r.error)[:200] for r in pr.records if not r.success).most_common(3)
+    return {"completed": len(ok), "failed": len(specs) - len(ok), **({"errors": why} if why else {}),
+            **({"notes": pr.notes} if pr.notes else {}), **({"unfinished": pr.unfinished} if pr.unfinished else {}),
+            "events_per_s": sum(len(r.chunk_ms) for r in ok) / pr.duration_s if pr.duration_s else 0.0,
+            "p99_itl_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else None, "worker_loops": loops,
+            "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms")}
 
 
-def sustained(rows: list[dict], n: int) -> float | None:
-    good = [r["events_per_s"] for r in rows if r["workers"] == n and r["completed"] == r["requests"]
-            and r["added_p99_itl_error_ms"] is not None and r["added_p99_itl_error_ms"] < ERROR_MS]
+def peer_point(name: str, base: str, model: str, n_workers: int, c: int, client_cores: str, tmp: Path) -> dict:
+    fn = {"guidellm": cc.run_guidellm, "inference_perf": cc.run_inference_perf}[name]
+    try:
+        r = fn(base, model, c, tmp, workers=n_workers, cores=client_cores, n=n_requests(c))
+    except (RuntimeError, subprocess.TimeoutExpired, KeyError, OSError, ValueError) as e:
+        return {"error": f"{type(e).__name__}: {str(e)[-600:]}"}
+    return {"completed": r["completed"], "failed": r.get("failed"), "events_per_s": r["output_tok_per_s"],
+            "p99_itl_ms": r["p99_itl_ms"], "p99_ttft_ms": r.get("p99_ttft_ms"), "itl_kind": r.get("itl_kind")}
+
+
+def measure(label: dict, run, base: str, procs: int) -> dict:
+    """One client's point with the server's lateness around it, the machine's load and the added error."""
+    reset_server(base, procs)
+    t = time.monotonic()
+    row = {**label, **run()}
+    late = server_lateness(base, procs)
+    row.update(wall_s=round(time.monotonic() - t, 1), loadavg_1m=round(os.getloadavg()[0], 2),
+               server_p99_late_ms_by_process=late, server_p99_late_ms=min(late) if late else 0.0)
+    p99 = row.get("p99_itl_ms")
+    if p99 is None:
+        row["added_p99_itl_error_ms"] = None
+    elif row.get("itl_kind"):  # a per-request mean: the server's lateness is not in it as in a gap
+        row["added_p99_itl_error_ms"] = p99 - ITL_MS
+    else:
+        row["added_p99_itl_error_ms"] = p99 - ITL_MS - row["server_p99_late_ms"]
+    return row
+
+
+def series(row: dict) -> str:
+    return f"llmcompare ({row['loop']})" if row["client"] == "llmcompare" else cc.LABELS[row["client"]]
+
+
+def sustained(rows: list[dict], name: str, n: int, repeat: int, server_late_max: float | None) -> float | None:
+    """The highest events/s of one client, worker count and repeat with no failed request and an added p99 ITL
+    error below ERROR_MS (and, given server_late_max, where the server's lateness is subtracted, that lateness
+    below it in every process)."""
+    good = [r["events_per_s"] for r in rows if series(r) == name and r["workers"] == n and r["repeat"] == repeat
+            and r.get("failed") == 0 and r.get("completed") and r["added_p99_itl_error_ms"] is not None
+            and r["added_p99_itl_error_ms"] < ERROR_MS
+            and (server_late_max is None or r.get("itl_kind")  # guidellm's † ITL: no lateness subtracted
+                 or max(r["server_p99_late_ms_by_process"]) < server_late_max)]
     return max(good) if good else None
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 128, 256])
-    ap.add_argument("--client-cores", default=None, help="e.g. 0-7 (default: all)")
-    ap.add_argument("--server-cores", default=None, help="e.g. 8-15 (default: all)")
-    ap.add_argument("--server-processes", type=int, default=1)
-    ap.add_argument("--out", default=str(ROOT / "reports/client-scaling.json"))
-    a = ap.parse_args()
+# ---- the run ---------------------------------------------------------------------------------------------------
+def start_server(a) -> tuple[subprocess.Popen, str]:
     port = free_port("127.0.0.1")
     pin = ["taskset", "-c", a.server_cores] if a.server_cores else []
-    import subprocess
-
     srv = subprocess.Popen([*pin, sys.executable, str(ROOT / "tests/fakeserver.py"), str(port), "--ttft-ms",
                             str(TTFT_MS), "--itl-ms", str(ITL_MS), "--processes", str(a.server_processes)])
     base = f"http://127.0.0.1:{port}"
@@ -106,36 +184,138 @@ def main() -> None:
             break
         except OSError:
             time.sleep(0.1)
+    return srv, base
+
+
+def ladder(a, base: str, client_cores: str) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rp, c in ((rp, c) for rp in range(a.repeats) for c in a.concurrency):
+            for n in a.workers:
+                jobs = [({"client": "llmcompare", "loop": lp}, lambda n=n, c=c, lp=lp: llmcompare_point(base, n, c, lp))
+                        for lp in a.loops]
+                jobs += [({"client": p}, lambda n=n, c=c, p=p: peer_point(p, base, a.model, n, c, client_cores, Path(tmp)))
+                         for p in a.peers]
+                for label, run in jobs:
+                    rows.append(measure({**label, "repeat": rp, "workers": n, "concurrency": c,
+                                         "requests": n_requests(c)}, run, base, a.server_processes))
+                    print(line(rows[-1]), flush=True)
+    return rows
+
+
+def line(r: dict) -> str:
+    if "error" in r:
+        return f"{series(r)} workers {r['workers']} c={r['concurrency']}: {r['error']}"
+    err = r["added_p99_itl_error_ms"]
+    return (f"[{r['repeat']}] {series(r)} workers {r['workers']} c={r['concurrency']}: {r['completed']}/{r['requests']} ok "
+            f"({r['failed']} failed), {r['events_per_s']:,.0f} events/s, added p99 ITL error "
+            f"{'-' if err is None else f'{err:.2f}'} ms{'†' if r.get('itl_kind') else ''}, server p99 late "
+            f"{r['server_p99_late_ms_by_process']} ms, load {r['loadavg_1m']}, {r['wall_s']} s"
+            + "".join(f"; {x}" for x in [*r.get("notes", []), *map(str, r.get("errors", []))]))
+
+
+def versions(peers: list[str]) -> dict:
+    from llmcompare.setup.host import client_stack
+
+    return {"python": platform.python_version(), "llmcompare": "this tree", **client_stack(),
+            **{p: f"{cc.peer_version(p)} (python {cc.PEERS[p][1]})" for p in peers}}
+
+
+def summarise(rows: list[dict], a) -> dict:
+    """Per rule (any server lateness; the server on time), client and worker count: the sustained events/s of
+    each repeat (0 where none was), their median, and that median over the first worker count's."""
+    names = list(dict.fromkeys(series(r) for r in rows))
+    out = {}
+    for rule, late_max in (("sustained", None), ("sustained_server_on_time", SERVER_ON_TIME_MS)):
+        per = {s: {n: [sustained(rows, s, n, rp, late_max) or 0.0 for rp in range(a.repeats)] for n in a.workers}
+               for s in names}
+        med = {s: {n: statistics.median(v) for n, v in d.items()} for s, d in per.items()}
+        out[rule] = {"per_repeat": per, "median": med,
+                     "ratio_to_first": {s: {n: (v / d[a.workers[0]] if d[a.workers[0]] else None)
+                                            for n, v in d.items()} for s, d in med.items()}}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 128, 256])
+    ap.add_argument("--loops", nargs="+", choices=LOOPS, default=["uvloop"], help="llmcompare's event loops")
+    ap.add_argument("--peers", nargs="*", choices=PEERS, default=[])
+    ap.add_argument("--model", default=str(cc.CACHE / "models/qwen2-tiny-bf16"), help="the peers' tokenizer")
+    ap.add_argument("--client-cores", default=None, help="e.g. 0-7 (default: all)")
+    ap.add_argument("--server-cores", default=None, help="e.g. 8-15 (default: all)")
+    ap.add_argument("--server-processes", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=1, help="the whole ladder this many times, one after another")
+    ap.add_argument("--out", default=str(ROOT / "reports/client-scaling.json"))
+    ap.add_argument("--table", metavar="JSON", help="only print the README table of a saved result")
+    a = ap.parse_args()
+    if a.table:
+        return print(table(json.loads(Path(a.table).read_text())))
+    missing = [p for p in a.peers if cc.peer_version(p) is None]
+    if missing:
+        raise SystemExit(f"not installed: {missing} (scripts/client_capacity.py --install-peers)")
+    if a.peers:
+        from llmcompare.models import checkpoint
+
+        if not checkpoint.is_complete(a.model):
+            checkpoint.make_model(a.model, "tiny")
     if a.client_cores:
         os.sched_setaffinity(0, cores(a.client_cores))
-    rows = []
+    client_cores = core_list(os.sched_getaffinity(0))
+    srv, base = start_server(a)
+    t0 = time.time()
     try:
-        for c in a.concurrency:
-            for n in a.workers:  # interleaved: drift of the machine hits every worker count alike
-                rows.append(point(base, n, c))
-                r = rows[-1]
-                print(f"workers {n} c={c}: {r['completed']}/{r['requests']} ok, {r['events_per_s']:,.0f} events/s, "
-                      f"added p99 ITL error {r['added_p99_itl_error_ms']} ms, loop lag p99 {r['loop_lag_p99_ms']} ms",
-                      flush=True)
+        rows = ladder(a, base, client_cores)
     finally:
         srv.terminate()
         srv.wait()
-    base_rate = sustained(rows, a.workers[0])
-    summary = {n: sustained(rows, n) for n in a.workers}
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-              f"Linux {platform.release()}", "python": platform.python_version(),
-              "client_cores": a.client_cores or "all", "server_cores": a.server_cores or "all",
-              "server_processes": a.server_processes, "schedule": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS,
-              "output_len": OUTPUT_LEN}, "error_limit_ms": ERROR_MS, "rows": rows,
-              "sustained_events_per_s": summary,
-              "ratio_to_first": {n: (v / base_rate if v and base_rate else None) for n, v in summary.items()}}
-    Path(a.out).write_text(json.dumps(result, indent=1))
-    print("workers | sustained events/s (p99 added ITL error < 1 ms) | x first")
-    for n, v in summary.items():
-        ratio = result["ratio_to_first"][n]
-        print(f"{n:>7} | {v or 0:>12,.0f} | {ratio:.2f}" if ratio else f"{n:>7} | none sustained |")
-    print(f"median loop lag p99 {statistics.median([r['loop_lag_p99_ms'] or 0 for r in rows]):.2f} ms")
-    print(json.dumps({"sustained_events_per_s": summary}))
+    result = {"date": time.strftime("%Y-%m-%d"), "machine": cc.machine(), "versions": versions(a.peers),
+              "argv": sys.argv[1:], "client_cores": client_cores + ("" if a.client_cores else " (all: shared with the server)"),
+              "server_cores": a.server_cores or "all (shared with the client)", "server_processes": a.server_processes,
+              "schedule": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_len": OUTPUT_LEN, "input_len": 16},
+              "error_limit_ms": ERROR_MS, "server_on_time_ms": SERVER_ON_TIME_MS, "total_wall_s": round(time.time() - t0), "rows": rows, **summarise(rows, a)}
+    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(table(result))
+
+
+def table(result: dict) -> str:
+    """One row per client and worker count: the median over repeats of the sustained events/s (added p99 ITL error
+    < 1 ms; and with the server on time), x the first count, then per concurrency the median events/s / median
+    added p99 ITL error ms (min-max over repeats; † guidellm's per-request mean ITL)."""
+    rows, conc = result["rows"], sorted({r["concurrency"] for r in result["rows"]})
+    a, b = result["sustained"], result["sustained_server_on_time"]
+    lines = ["| client | workers | sustained events/s (x 1st count) | with the server on time (x 1st count) | "
+             + " | ".join(f"c={c}" for c in conc) + " |", "|" + "---|" * (4 + len(conc))]
+    for name, per_n in a["median"].items():
+        for n in per_n:
+            cells = [cell([r for r in rows if series(r) == name and str(r["workers"]) == str(n)
+                           and r["concurrency"] == c]) for c in conc]
+            lines.append(f"| {name} | {n} | {rule_cell(a, name, n)} | {rule_cell(b, name, n)} | "
+                         + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def rule_cell(rule: dict, name: str, n) -> str:
+    med, ratio, per = rule["median"][name][n], rule["ratio_to_first"][name][n], rule["per_repeat"][name][n]
+    each = f" [{', '.join(f'{v:,.0f}' for v in per)}]" if len(per) > 1 else ""
+    if not med:
+        return f"none{each}"
+    return f"{med:,.0f} ({f'{ratio:.2f}' if ratio is not None else '-'}){each}"
+
+
+def cell(rs: list[dict]) -> str:
+    ok = [r for r in rs if "error" not in r and r.get("completed")]  # a run with nothing completed: counted apart
+    if not ok:
+        return "failed" if rs else "-"
+    ev = statistics.median(r["events_per_s"] for r in ok)
+    errs = [r["added_p99_itl_error_ms"] for r in ok if r["added_p99_itl_error_ms"] is not None]
+    mark = "†" if ok[0].get("itl_kind") else ""
+    spread = f" ({min(errs):.2f}..{max(errs):.2f})" if len(errs) > 1 else ""
+    fails, broken = sum(r.get("failed") or 0 for r in ok), len(rs) - len(ok)
+    err = f"{statistics.median(errs):.2f}{mark}{spread}" if errs else "-"
+    return (f"{ev:,.0f} / {err}" + (f" ({fails} requests failed)" if fails else "")
+            + (f" ({broken} of {len(rs)} runs failed)" if broken else ""))
 
 
 if __name__ == "__main__":
