@@ -24,7 +24,7 @@ from test_point import (
 from llmcompare.engines.server import free_port
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import LoadKey
-from llmcompare.serve import loadgen, workers
+from llmcompare.serve import loadgen, pipe, workers
 
 
 def test_closed_loop_split_keeps_c_in_flight_over_all_workers():
@@ -225,3 +225,36 @@ def test_the_run_records_the_clients_http_library_and_event_loop():
 
     stack = host.host_info()["client"]
     assert stack == {"aiohttp": metadata.version("aiohttp"), "uvloop": metadata.version("uvloop")}
+
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_a_message_that_arrives_in_two_pieces_is_read_whole(loop):
+    # multiprocessing sends a message over 16 KiB as two writes (its length, then the bytes: a 'point' message of
+    # 256 prompts is ~23 KB); uvloop's add_reader leaves the pipe non-blocking, and a recv between the two writes
+    # failed (BlockingIOError: the worker took it for its parent's end and exited, and the point was lost)
+    import multiprocessing as mp
+    import pickle
+    import struct
+    import threading
+
+    import uvloop
+
+    reader, writer = mp.Pipe(duplex=False)
+    obj = ("point", "x" * 30000)
+    buf = pickle.dumps(obj)
+
+    def send():
+        time.sleep(0.2)
+        writer.send(("floor",))  # waited for on the loop (add_reader): under uvloop the pipe is non-blocking now
+        time.sleep(0.2)
+        os.write(writer.fileno(), struct.pack("!i", len(buf)))
+        time.sleep(0.2)
+        os.write(writer.fileno(), buf)
+
+    async def main():
+        return [await pipe.recv(reader, timeout_s=5), await pipe.recv(reader, timeout_s=5)]
+
+    threading.Thread(target=send, daemon=True).start()
+    assert (uvloop.run if loop == "uvloop" else asyncio.run)(main()) == [("floor",), obj]
+

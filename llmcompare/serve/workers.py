@@ -33,6 +33,7 @@ from llmcompare.schema.codec import record
 from llmcompare.schema.request import RequestRecord, RequestSpec
 from llmcompare.schema.run import LoadKey
 from llmcompare.serve import converge, loadgen
+from llmcompare.serve.pipe import Duplex, recv
 
 # Events (streamed chunks) per second one worker sustains with a p99 added ITL error below 1 ms: measured by
 # scripts/client_capacity.py (reports/client-capacity.json, docs/client-capacity.md).
@@ -114,12 +115,12 @@ class WorkerPool:
         # watches only the end it reads and writes on the other, blocking, end
         down_r, down_w = self.ctx.Pipe(duplex=False)  # parent -> worker
         up_r, up_w = self.ctx.Pipe(duplex=False)  # worker -> parent
-        p = self.ctx.Process(target=worker_main, args=(_Duplex(down_r, up_w), self.req, w, self.loop),
+        p = self.ctx.Process(target=worker_main, args=(Duplex(down_r, up_w), self.req, w, self.loop),
                              name=f"llmcompare-client-{w}", daemon=True)
         p.start()
         down_r.close()
         up_w.close()
-        return _Worker(w, p, _Duplex(up_r, down_w))
+        return _Worker(w, p, Duplex(up_r, down_w))
 
     def __exit__(self, *exc) -> None:
         for wk in self.workers:
@@ -148,7 +149,7 @@ class WorkerPool:
         self.replace_dead()
         for wk in self.workers:
             wk.conn.send(("floor",))
-        return [float((await _recv(wk.conn))[1]) for wk in self.workers]
+        return [float((await recv(wk.conn))[1]) for wk in self.workers]
 
     async def run_point(self, key: LoadKey, specs: list[RequestSpec], burstiness: float = 1.0, seed: int = 0,
                         on_record: Callable[[RequestRecord], None] | None = None,
@@ -201,7 +202,7 @@ class _Point:
         last_check = time.perf_counter()
         while wk.done is None:
             try:
-                msg = await _recv(wk.conn, timeout_s=0.2)
+                msg = await recv(wk.conn, timeout_s=0.2)
             except (EOFError, OSError):
                 msg = ("died",)
             if msg is None:  # no line in 0.2 s: is the server or the worker gone?
@@ -286,45 +287,6 @@ class _Point:
                                       **({"died": wk.dead} if wk.dead else {})})
 
 
-class _Duplex:
-    """Two one-way pipes as one connection: recv/poll/fileno on the reading end, send on the writing end."""
-
-    def __init__(self, reader: Connection, writer: Connection):
-        self.reader, self.writer = reader, writer
-
-    def recv(self):
-        return self.reader.recv()
-
-    def poll(self, timeout: float = 0.0) -> bool:
-        return self.reader.poll(timeout)
-
-    def fileno(self) -> int:
-        return self.reader.fileno()
-
-    def send(self, obj) -> None:
-        self.writer.send(obj)
-
-    def close(self) -> None:
-        self.reader.close()
-        self.writer.close()
-
-
-async def _recv(conn: Connection, timeout_s: float | None = None):
-    """The next line from a pipe, waited for on the event loop (its fd registered with the loop); None when none
-    came within timeout_s."""
-    loop = asyncio.get_running_loop()
-    if not conn.poll(0):
-        ready = loop.create_future()
-        loop.add_reader(conn.fileno(), lambda: ready.done() or ready.set_result(None))
-        try:
-            await asyncio.wait_for(ready, timeout_s)
-        except asyncio.TimeoutError:
-            return None
-        finally:
-            loop.remove_reader(conn.fileno())
-    return conn.recv()
-
-
 # ---- in the worker process ----------------------------------------------------------------------------------------
 def worker_main(conn: Connection, req: loadgen.Request, index: int, loop: str = "auto") -> None:
     """A worker's life: jobs from the parent, one at a time, until 'quit' or the parent's end (its pipe closes).
@@ -346,7 +308,7 @@ async def _serve_jobs(conn: Connection, req: loadgen.Request, loop_name: str) ->
     async with loadgen.session() as session:
         while True:
             try:
-                msg = await _recv(conn)
+                msg = await recv(conn)
             except (EOFError, OSError):
                 return  # the parent is gone
             if msg[0] == "quit":
@@ -388,7 +350,7 @@ async def _listen(conn: Connection, stop: asyncio.Event, enough: asyncio.Event) 
     (load.converge) stops sending and lets what is in flight finish."""
     while not stop.is_set():
         try:
-            msg = await _recv(conn)
+            msg = await recv(conn)
         except (EOFError, OSError):
             msg = ("stop",)
         if msg and msg[0] == "enough":
