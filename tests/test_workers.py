@@ -258,3 +258,18 @@ def test_a_message_that_arrives_in_two_pieces_is_read_whole(loop):
     threading.Thread(target=send, daemon=True).start()
     assert (uvloop.run if loop == "uvloop" else asyncio.run)(main()) == [("floor",), obj]
 
+
+
+def test_a_worker_that_cannot_read_its_parent_says_why_before_it_exits(monkeypatch):
+    sent = []
+
+    class Conn:  # a pipe whose read fails with an error that is not the parent's end
+        def send(self, msg):
+            sent.append(msg)
+
+    async def broken(conn, timeout_s=None):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(workers, "recv", broken)
+    asyncio.run(workers._serve_jobs(Conn(), _req("http://127.0.0.1:1"), "asyncio"))
+    assert sent == [("failed", "reading from the parent: OSError: [Errno 5] Input/output error")]

@@ -20,6 +20,7 @@ has its started requests saved as cut off by the parent, the rest never sent, an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import multiprocessing as mp
 import os
@@ -309,8 +310,12 @@ async def _serve_jobs(conn: Connection, req: loadgen.Request, loop_name: str) ->
         while True:
             try:
                 msg = await recv(conn)
-            except (EOFError, OSError):
+            except (EOFError, BrokenPipeError, ConnectionResetError):
                 return  # the parent is gone
+            except OSError as e:  # not the parent's end: it hears why (its note on the point) where it still can
+                with contextlib.suppress(OSError, ValueError):
+                    conn.send(("failed", f"reading from the parent: {type(e).__name__}: {e}"))
+                return
             if msg[0] == "quit":
                 return
             if msg[0] == "floor":
