@@ -303,27 +303,9 @@ def main() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     srv = fakeserver.launch(port, "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--cpu", "1")
-    rows = []
     t_start = time.time()
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for c in a.concurrency:
-                row = {"concurrency": c, "ideal_tok_per_s": c * OUTPUT_LEN / ((TTFT_MS + (OUTPUT_LEN - 1) * ITL_MS) / 1000),
-                       "requests": n_requests(c), "warmup_requests": n_warmup(c)}
-                for name in a.clients:
-                    fakeserver.stats(base, reset=True)
-                    t0 = time.time()
-                    try:
-                        row[name] = runners[name](c, Path(tmp))
-                    except (RuntimeError, subprocess.TimeoutExpired, KeyError, OSError, ValueError) as e:
-                        row[name] = {"error": f"{type(e).__name__}: {str(e)[-600:]}"}
-                    row[name]["wall_s"] = round(time.time() - t0, 1)
-                    # the client and the server hold one core each: a 1-minute load well above 2 means other
-                    # processes on the machine (not under the lock) shared the cores during this run
-                    row[name]["loadavg_1m"] = round(os.getloadavg()[0], 2)
-                    row[name]["server"] = fakeserver.stats(base)
-                    print(f"c={c} {name}: {json.dumps(row[name])}", flush=True)
-                rows.append(row)
+        rows = ladder(base, a.concurrency, a.clients, runners)
     finally:
         srv.terminate()
         srv.wait()
@@ -337,6 +319,30 @@ def main() -> None:
               "total_wall_s": round(time.time() - t_start), "rows": rows}
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))
+
+
+def ladder(base: str, concurrency: list[int], clients: list[str], runners: dict) -> list[dict]:
+    """Every client at every concurrency, in that order: one row per concurrency, each client's figures in it."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in concurrency:
+            row = {"concurrency": c, "ideal_tok_per_s": c * OUTPUT_LEN / ((TTFT_MS + (OUTPUT_LEN - 1) * ITL_MS) / 1000),
+                   "requests": n_requests(c), "warmup_requests": n_warmup(c)}
+            for name in clients:
+                fakeserver.stats(base, reset=True)
+                t0 = time.time()
+                try:
+                    row[name] = runners[name](c, Path(tmp))
+                except (RuntimeError, subprocess.TimeoutExpired, KeyError, OSError, ValueError) as e:
+                    row[name] = {"error": f"{type(e).__name__}: {str(e)[-600:]}"}
+                row[name]["wall_s"] = round(time.time() - t0, 1)
+                # the client and the server hold one core each: a 1-minute load well above 2 means other
+                # processes on the machine (not under the lock) shared the cores during this run
+                row[name]["loadavg_1m"] = round(os.getloadavg()[0], 2)
+                row[name]["server"] = fakeserver.stats(base)
+                print(f"c={c} {name}: {json.dumps(row[name])}", flush=True)
+            rows.append(row)
+    return rows
 
 
 def machine() -> str:
