@@ -227,7 +227,6 @@ def test_the_run_records_the_clients_http_library_and_event_loop():
     assert stack == {"aiohttp": metadata.version("aiohttp"), "uvloop": metadata.version("uvloop")}
 
 
-
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 def test_a_message_that_arrives_in_two_pieces_is_read_whole(loop):
     # multiprocessing sends a message over 16 KiB as two writes (its length, then the bytes: a 'point' message of
@@ -257,7 +256,6 @@ def test_a_message_that_arrives_in_two_pieces_is_read_whole(loop):
 
     threading.Thread(target=send, daemon=True).start()
     assert (uvloop.run if loop == "uvloop" else asyncio.run)(main()) == [("floor",), obj]
-
 
 
 def test_a_worker_that_cannot_read_its_parent_says_why_before_it_exits(monkeypatch):
