@@ -15,7 +15,7 @@ bg=/tmp/llmc/bg
 case ${1:?start FILE | wait SECONDS | stop} in
   start)
     mkdir -p $bg /tmp/llmc/runs
-    rm -rf $bg/repo && cp -a "$(dirname "$0")/../.." $bg/repo  # the next call replaces the working tree; this copy stays
+    rm -rf $bg/repo && cp -a "$(dirname "$0")/../.." $bg/repo && rm -rf $bg/repo/.gpu  # the next call replaces the tree; this copy stays
     cp "${2:?FILE}" $bg/commands
     rm -f $bg/done
     setsid bash -c "cd $bg/repo && export OUT=/tmp/llmc/runs
