@@ -8,9 +8,10 @@ cd "${OUT:?}"
 for d in */; do
   d=${d%/}
   tar cf - --exclude='*.trace.json.gz' --exclude='.*.capture' "$d" | xz -T0 -2 > "$d.tar.xz"  # -2: fast enough for a call's last seconds (-6 took >15 s on 20 MB)
+  if [ "$(stat -c %s "$d.tar.xz")" -gt 15728640 ]; then split -b 15M -d "$d.tar.xz" "$d.tar.xz.part" && rm "$d.tar.xz"; fi  # files come back up to 16 MiB
   total=0; keep=()
   while read -r size f; do
-    if [ $((total + size)) -le $(( ${TRACE_MIB:-40} * 1048576 )) ]; then keep+=("$f"); total=$((total + size))
+    if [ $((total + size)) -le $(( ${TRACE_MIB:-25} * 1048576 )) ]; then keep+=("$f"); total=$((total + size))
     else echo "$f $size" >> "$d.traces-left-out.txt"; fi
   done < <(find "$d" -name '*.trace.json.gz' -printf '%s %p\n' | sort -n)
   if [ ${#keep[@]} -gt 0 ]; then
