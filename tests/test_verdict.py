@@ -98,22 +98,42 @@ def test_failed_requests_or_missing_request_lines_keep_a_point_out():
     assert not q.usable and "request lines are not on file" in verdict.why_not_usable(q)
 
 
-def rec(reads, tokens, asked):
+def rec(reads, tokens, asked, events=None):
+    """A finished stream: `events` token-carrying events (default one per read), the last read at 100 ms."""
     r = RequestRecord(0, 16, asked)
     r.success, r.reads, r.output_tokens = True, reads, tokens
+    n = reads if events is None else events
+    r.chunk_ms = [100.0 - 10.0 * (reads - 1 - min(k, reads - 1)) for k in range(n)]
     return r
 
 
 def test_trust_single_reads_lag_and_wrong_lengths():
     m = Metrics(completed=2, stats={"median_tpot_ms": 20.0})
     assert trust.assess([rec(5, 8, 8), rec(3, 8, 8)], m, {"loop_lag_p99_ms": 1.2}, 0.5, True).trusted
-    t = trust.assess([rec(5, 8, 8), rec(1, 8, 8)], m, {}, 0.5, True)
+    t = trust.assess([rec(5, 8, 8), rec(1, 8, 8, events=8)], m, {}, 0.5, True)  # 8 events in one read: read late
     assert not t.trusted and t.single_read_requests == 1 and "single read" in t.reasons[0] and trust.worth_retry(t)
+    assert t.server_merged_requests == 0 and trust.merged_note(t, []) is None
     t = trust.assess([rec(5, 8, 8)], m, {"loop_lag_p99_ms": 7.0}, 0.5, True)  # 6.5 ms over, limit 5 ms
     assert not t.trusted and "6.5 ms late" in t.reasons[0] and t.loop_lag_excess_ms == pytest.approx(6.5)
     t = trust.assess([rec(5, 6, 8)], m, {}, 0.5, True)
     assert not t.trusted and "e.g. 6 of 8" in t.reasons[0] and not trust.worth_retry(t)
     assert trust.assess([rec(5, 6, 8)], m, {}, 0.5, ignore_eos=False).trusted
+
+
+def test_a_stream_the_server_sent_as_one_event_is_timed_correctly():
+    """One event carrying every token was one write by the server (it merged the deltas: vLLM's
+    RequestOutputCollector): the point stays trusted, the stream is counted and the point says so."""
+    m = Metrics(completed=3, stats={"median_tpot_ms": 20.0})
+    recs = [rec(5, 8, 8), rec(1, 8, 8, events=1), rec(1, 300, 300, events=1)]
+    t = trust.assess(recs, m, {}, 0.5, True)
+    assert t.trusted and t.reasons == []
+    assert (t.single_read_requests, t.server_merged_requests) == (2, 2)
+    assert trust.merged_note(t, recs).startswith("2 of 3 streams came as one event carrying all their tokens")
+    empty_end = rec(1, 8, 8, events=2)  # the tokens in one event, then an empty finishing event in the same read
+    empty_end.empty_last_chunk = True
+    assert trust.assess([empty_end], m, {}, 0.5, True).server_merged_requests == 1
+    late = trust.assess([rec(1, 8, 8, events=2)], m, {}, 0.5, True)  # two events with tokens, read at once
+    assert not late.trusted and late.server_merged_requests == 0 and "several events" in late.reasons[0]
 
 
 def write_run(tmp_path, engines):

@@ -191,7 +191,8 @@ class Trust:
     assessed: bool = True  # False for files written before these checks existed (schema /1)
     trusted: bool = True
     reasons: list[str] = field(default_factory=list)
-    single_read_requests: int = 0  # whole stream arrived in one read of the socket: no timing inside it
+    single_read_requests: int = 0  # whole stream arrived in one read of the socket (files without the next field: all untrusted)
+    server_merged_requests: int = 0  # of those, the ones sent as one event: merged by the server, timed correctly
     wrong_length_requests: int = 0  # produced another number of tokens than asked (ignore_eos)
     loop_lag_excess_ms: float | None = None  # client loop lag p99 above its idle floor
     failed_requests: int = 0  # failed, not cut off (a point with any is untrusted unless load.allow_failures)

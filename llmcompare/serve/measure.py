@@ -219,8 +219,9 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     res.engine_counters = agreement.compare(samples, pr.records, res.concurrency)
     res.trust = trust.assess(pr.records, res.metrics, res.client, floor, b.s.workload.ignore_eos,
                              agreement.reasons(res.engine_counters))
-    if note := agreement.running_note(res.engine_counters):
-        res.warnings.append(note)
+    for note in (agreement.running_note(res.engine_counters), trust.merged_note(res.trust, pr.records)):
+        if note:
+            res.warnings.append(note)
     res.warnings += pr.notes
     res.unfinished = pr.unfinished
     if pr.partial:
@@ -280,7 +281,8 @@ def _start_pool(b: Bench, n: int) -> None:
 def _more_workers(b: Bench, res: PointResult) -> int | None:
     """After an attempt the client could not time (its loop lag, or streams in one read): twice the client
     processes for the next, up to the machine's cores; None when that is no more than now."""
-    timing = res.trust.single_read_requests or (res.trust.loop_lag_excess_ms or 0) > 0
+    late_reads = res.trust.single_read_requests - res.trust.server_merged_requests  # merged by the server: not late
+    timing = late_reads or (res.trust.loop_lag_excess_ms or 0) > 0
     n = min(2 * b.workers, os.cpu_count() or 1)
     if not timing or n <= b.workers:
         return None
