@@ -186,3 +186,33 @@ def test_plan_identifies_points_by_index_and_key():
     pts = loadgen.plan([1, 8], [2.0, math.inf], 4, num_prompts=10, prompts_per_concurrency=3)
     assert [(p.index, p.key.label, p.num_prompts) for p in pts] == [
         (0, "c=1", 10), (1, "c=8", 24), (2, "rate=2,max=4", 12), (3, "rate=inf,max=4", 12)]
+
+
+def test_a_converging_point_has_requests_for_its_max_s_without_a_warm_up_at_its_load():
+    """On the H200 a ShareGPT-like point at c=256 (2 warm-up requests) planned only its 2,048 prompts and ran out
+    of them after 58 s of a 90 s max_s: now the warm-up's E2EL per token at low load bounds the need from above."""
+    from types import SimpleNamespace
+
+    from llmcompare.scenario.loader import load
+    from llmcompare.scenario.overrides import parse_set
+    from llmcompare.schema.request import RequestRecord
+    from llmcompare.serve import converge, measure
+
+    assert converge.closed_loop_requests(256, 90.0, 0.01, 256, 2560, 20000) == (
+        9000, "load.converge max_s 90 at the warm-up's 10.0 ms per output token at low load x 256 tokens (an upper bound)")
+    assert converge.closed_loop_requests(256, 90.0, 0.01, 256, 10000, 20000) is None  # enough at hand
+    assert converge.closed_loop_requests(256, 90.0, 0.01, 256, 2560, 5000)[0] == 5000  # capped
+    warm = []
+    for e2el_ms in (2000.0, 3000.0):  # 250 tokens each: 10 ms a token
+        r = RequestRecord(0, 512, 250)
+        r.success, r.e2el_ms, r.output_tokens = True, e2el_ms, 250
+        warm.append(r)
+    s = load("converge-h200", parse_set(["load.converge={rel_halfwidth: 0.02, max_s: 90}"]))
+    p = loadgen.LoadPoint(0, LoadKey(concurrency=256, input_len=512, output_len=256), 2560, "num_prompts")
+    q = measure._planned(SimpleNamespace(s=s), p, warm)
+    assert q.num_prompts == 9000 and "upper bound" in q.num_prompts_why  # 90 s x 256 / (10 ms x 256 tokens)
+    s = load("converge-h200", parse_set(["workload.dataset=synthetic-sharegpt", "workload.prompts_per_concurrency=0",
+                                         "load.converge={rel_halfwidth: 0.02, max_s: 90}"]))
+    q = measure._planned(SimpleNamespace(s=s), loadgen.LoadPoint(0, LoadKey(concurrency=256), 2048, "num_prompts"), warm)
+    assert 6000 < q.num_prompts < 8000  # the ShareGPT-like mean output, ~330 tokens
+    assert measure._planned(SimpleNamespace(s=load("converge-h200")), p, warm) is p  # no load.converge: as planned

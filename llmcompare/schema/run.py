@@ -219,7 +219,7 @@ class PointResult:
     metrics: Metrics | None = None  # whole point, as vLLM bench serve reports it
     steady: Steady | None = None
     no_steady: str | None = None  # why the point has no steady state (rule mser-5); None: it has one, or older files
-    converge_stop: str | None = None  # load.converge: "converged" | "time up"; None: not asked (or older files)
+    converge_stop: str | None = None  # load.converge: "converged" | "time up" | "requests used up"; None: not asked (or older files)
     trust: Trust = field(default_factory=Trust)
     server_metrics: dict[str, float] = field(default_factory=dict)  # time-averaged engine gauges
     server_metrics_error: str | None = None

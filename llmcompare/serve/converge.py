@@ -16,6 +16,7 @@ the client's event loop (which timestamps the chunks) is not held up.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 
@@ -77,3 +78,21 @@ async def watch(conv: Converger, t0: float, enough: Callable[[str], None]) -> No
         if decision := conv.decide(time.perf_counter() - t0):
             enough(decision)
             return
+
+
+def closed_loop_requests(c: int, max_s: float, s_per_token: float, mean_output_tokens: float, have: int,
+                         cap: int) -> tuple[int, str] | None:
+    """How many requests a closed-loop point of concurrency c must have at hand to send for max_s when no warm-up
+    ran at its load: c / E2EL a second, E2EL taken as s_per_token (the warm-up's E2EL per output token, at low
+    load) x the workload's mean output length. E2EL only grows with load (each step carries more requests, and
+    some wait for a slot), so this is an upper bound; the point stops sending at max_s or once converged anyway.
+    None when `have` is already enough. On the H200 a ShareGPT-like point at c=256 planned its 2,048 prompts
+    without this and ran out of them after 58 s of a 90 s max_s (reports/h200-converge)."""
+    if s_per_token <= 0 or mean_output_tokens <= 0:
+        return None
+    n = math.ceil(max_s * c / (s_per_token * mean_output_tokens))
+    if n <= have:
+        return None
+    n = min(n, cap)
+    return n, (f"load.converge max_s {max_s:g} at the warm-up's {s_per_token * 1000:.1f} ms per output token at low "
+               f"load x {mean_output_tokens:.0f} tokens (an upper bound)" + (" (capped)" if n == cap else ""))

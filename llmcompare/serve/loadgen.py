@@ -63,7 +63,7 @@ class PointRun:
     t0: float = 0.0  # the point's start on the perf_counter clock (CLOCK_MONOTONIC: one clock for every process)
     workers: list[dict] = field(default_factory=list)  # per client worker process: its requests and loop lag
     notes: list[str] = field(default_factory=list)  # what made it partial besides the server (a worker died)
-    converge_stop: str | None = None  # load.converge stopped the sending: "converged" | "time up" (serve/converge.py)
+    converge_stop: str | None = None  # load.converge stopped the sending: "converged" | "time up" (serve/converge.py); None: it never did
 
     def client_health(self) -> dict:
         """The client's own load: a loop that wakes late delays every timestamp it takes by as much. With worker

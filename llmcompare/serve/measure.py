@@ -23,7 +23,7 @@ from llmcompare.errors import ScenarioError
 from llmcompare.schema.files import RunFile, append_jsonl
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import PointResult, now
-from llmcompare.schema.scenario import Engine, Scenario
+from llmcompare.schema.scenario import EXACT_LENGTHS, Engine, Scenario
 from llmcompare.serve import capacity_search, capture, converge, loadgen, same_answer
 from llmcompare.serve.client import body_template, completion_body
 from llmcompare.serve.context_length import check_lengths, max_model_len
@@ -32,6 +32,7 @@ from llmcompare.serve.loadgen import LoadPoint, Request
 from llmcompare.serve.summary import say_point
 from llmcompare.serve.telemetry import Telemetry
 from llmcompare.serve.workers import WorkerPool, auto_workers
+from llmcompare.workload import synthetic
 from llmcompare.workload.prompts import Prompts
 
 
@@ -120,17 +121,14 @@ async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, re
     """One point, one repeat: warm-up, the measured run, and again while its timestamps cannot be trusted."""
     first, t0 = (b.todo or {}).get((point.index, repeat), 1), time.monotonic()
     for attempt in range(first, first + b.s.load.max_attempts):
-        warm_e2el_s = None
+        warm = []
         if b.s.load.warmup_requests:
             w = await loadgen.warmup(session, b.req, point.key,
                                      _specs(b, point, b.s.load.warmup_requests, repeat, attempt, True), b.abort)
             if w.abort_reason:
                 raise ServerError(w.abort_reason)
-            e2el = [r.e2el_ms for r in w.records if r.success]
-            # the warm-up's E2EL stands for the point's only if it ran at the point's concurrency
-            same_load = point.key.concurrency is not None and b.s.load.warmup_requests >= point.key.concurrency
-            warm_e2el_s = float(np.median(e2el)) / 1000.0 if e2el and same_load else None
-        lp = _planned(b, point, warm_e2el_s)
+            warm = [r for r in w.records if r.success and r.output_tokens]
+        lp = _planned(b, point, warm)
         res = PointResult.at(point.key, index=point.index, repeat=repeat, attempt=attempt, num_prompts=lp.num_prompts,
                              num_prompts_why=lp.num_prompts_why, started_at=now())
         b.rf.point(b.engine, res)
@@ -148,15 +146,35 @@ async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, re
               "docs/metrics.md, trust)", file=sys.stderr)
 
 
-def _planned(b: Bench, point: LoadPoint, warm_e2el_s: float | None) -> LoadPoint:
+def _planned(b: Bench, point: LoadPoint, warm: list) -> LoadPoint:
     """How many requests the point sends: load.min_duration_s's, or with load.converge enough for its max_s (it
-    stops sending earlier when it converges; serve/converge.py)."""
+    stops sending earlier when it converges; serve/converge.py). warm: the warm-up's successful records."""
     ld, cv = b.s.load, b.s.load.converge
     if cv is not None and point.key.concurrency is None:  # open loop: rate x max_s requests
         n = min(ld.max_prompts_per_point, max(point.num_prompts, math.ceil(point.key.request_rate * cv.max_s)))
         return LoadPoint(point.index, point.key, n, f"load.converge max_s {cv.max_s:g} at the rate")
-    return loadgen.prompts_for_duration(point, max(ld.min_duration_s, cv.max_s if cv else 0.0), warm_e2el_s,
+    # the warm-up's E2EL stands for the point's only if it ran at the point's concurrency
+    same_load = point.key.concurrency is not None and ld.warmup_requests >= point.key.concurrency
+    e2el_s = float(np.median([r.e2el_ms for r in warm])) / 1000.0 if warm and same_load else None
+    if cv is not None and e2el_s is None and warm and (mean_out := _mean_output_tokens(b, point)):
+        s_per_token = sum(r.e2el_ms for r in warm) / 1000.0 / sum(r.output_tokens for r in warm)
+        more = converge.closed_loop_requests(point.key.concurrency, cv.max_s, s_per_token, mean_out,
+                                             point.num_prompts, ld.max_prompts_per_point)
+        return LoadPoint(point.index, point.key, *more) if more else point
+    return loadgen.prompts_for_duration(point, max(ld.min_duration_s, cv.max_s if cv else 0.0), e2el_s,
                                         ld.max_prompts_per_point)
+
+
+def _mean_output_tokens(b: Bench, point: LoadPoint) -> float | None:
+    """The workload's mean output length, where it is known without drawing the point's prompts (None for file
+    datasets: their prompts are drawn in blocks, serve/measure._block)."""
+    wl = b.s.workload
+    if wl.dataset in EXACT_LENGTHS:
+        return float(point.key.output_len or wl.output_lens[0])
+    if wl.dataset == "synthetic-sharegpt":
+        return synthetic.synthetic_stats(wl.seed, 1024, wl.sigma_input, wl.sigma_output,
+                                         wl.max_total_len)["mean_output_tokens"]
+    return None
 
 
 async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs: list[RequestSpec]):
@@ -211,7 +229,7 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     res.steady, why = steady.find(pr.records, res.concurrency, cv.rel_halfwidth if cv else steady.DEFAULT_TARGET)
     res.no_steady = why or None
     if cv is not None:  # it stopped when converged, or ran out of time (or of its max_s worth of requests)
-        res.converge_stop = pr.converge_stop or "time up"
+        res.converge_stop = pr.converge_stop or "requests used up"  # every planned request sent before max_s
     res.client = {**pr.client_health(), "idle_floor_ms": floor, "workers": b.workers}
     res.client_workers = pr.workers
     res.failures_allowed = b.s.load.allow_failures
