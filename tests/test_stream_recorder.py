@@ -47,3 +47,19 @@ def test_a_stream_read_in_pieces_is_neither():
     assert rec.reads == 8 and len(rec.chunk_ms) == 8
     t = trust.assess([rec], Metrics(completed=1), {}, 0.2, True)
     assert t.trusted and (t.single_read_requests, t.server_merged_requests) == (0, 0)
+
+
+def test_the_h200_stream_vllm_sent_whole_is_told_from_its_neighbour():
+    """Two real vLLM 0.26 records of one point on the H200 (reports/h200-converge, c=256, repeat 2): request 1282
+    came as one event with its 256 tokens 1.5 s after its send; request 1278 token by token."""
+    import json
+    from pathlib import Path
+
+    from llmcompare.schema.codec import record
+
+    path = Path(__file__).parent / "data/h200-converge-vllm/two-streams.requests.jsonl"
+    recs = {r.index: r for r in (record(RequestRecord, json.loads(line)) for line in path.read_text().splitlines())}
+    assert recs[1282].reads == 1 and len(recs[1282].chunk_ms) == 1 and recs[1282].output_tokens == 256
+    assert recs[1278].reads > 1
+    t = trust.assess(list(recs.values()), Metrics(completed=2), {}, 0.2, True)
+    assert t.trusted and (t.single_read_requests, t.server_merged_requests) == (1, 1)
