@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -7,6 +8,12 @@ import pytest
 
 from llmcompare.engines import environments
 from llmcompare.models import checkpoint
+
+# A shell ignores SIGINT in the commands it starts in the background (`cmd &`), and an ignored signal is inherited
+# through exec: the tests that press Ctrl-C on a child (SIGINT) would then see nothing happen (seen: 5 of them
+# failed with exit 0 or 4 instead of 130 in a suite started with `&`). A handled signal is reset to its default in
+# every child, so this gives the children Ctrl-C whatever started the suite.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def vllm_python() -> str | None:
