@@ -27,7 +27,10 @@ def profiled_run(tmp_path_factory, vllm_py, tiny_model, cli_argv):
                       # prefix cache on, 32-token blocks (vLLM CPU's default 128 holds no whole 64-token prompt):
                       # a pass that re-sent another stream's prompts would hit it
                       "prefix_cache": "on"}],
-         "workload": {"dataset": "random", "input_len": 64, "output_len": 64, "num_prompts": 12, "seed": 3},
+         # 24 prompts, 8 waves: the pass sends as many, so its captured window (opened after 2 waves, once the
+         # profiler has started in every engine process) ends before the pass does; with 12 it ran past the end on
+         # a slower 2-core machine (the window cut short, 2 of 3 requests in flight at its middle)
+         "workload": {"dataset": "random", "input_len": 64, "output_len": 64, "num_prompts": 24, "seed": 3},
          "load": {"concurrency": [3, 2], "warmup_requests": 1, "max_attempts": 1},  # c=2: the next point (its prompts)
          "profile": {"points": [3], "seconds": 1.0},
          "output_dir": str(tmp / "runs")}
@@ -62,7 +65,7 @@ def test_traces_of_the_engine_processes_are_kept_and_listed(profiled_run):
     # the window opened in the next wave's decode phase: every request in flight past its first token, within
     # the point's median E2EL of the wave's end (no warning that it gave up waiting)
     assert 0.0 <= prof.delay_s <= statistics.median(e2el_s) + 0.5
-    assert not [w for w in prof.warnings if "first token" in w], prof.warnings
+    assert not [w for w in prof.warnings if "first token" in w or "cut short" in w], prof.warnings
     assert prof.window_in_flight == 3 and prof.window_prefill_share is not None
     # its own prompts: the engine's prefix cache hit none of them (a pass once re-sent the next point's prompts)
     assert prof.prefix_cache.reported and prof.prefix_cache.queries_tokens > 0, prof.prefix_cache
@@ -97,7 +100,7 @@ def test_the_profiled_pass_is_not_among_the_points_figures(profiled_run):
     measured = read_jsonl(f"{run.dir}/vllm-cpu.requests.jsonl")
     assert len(measured) == sum(p.num_prompts for p in e.points) == sum(p.metrics.completed for p in e.points)
     profiled = read_jsonl(f"{run.dir}/vllm-cpu.profile.requests.jsonl")
-    assert len(profiled) == e.profiles[0].requests == 12
+    assert len(profiled) == e.profiles[0].requests == 24
     # the measured point started and finished before the profiled pass did
     assert e.points[-1].finished_at <= e.profiles[0].started_at
     # no nvidia-smi here: telemetry says so, without an error
