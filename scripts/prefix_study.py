@@ -13,25 +13,14 @@ module's Welch interval across repeats (analysis/verdict.gap). Writes a Markdown
 from __future__ import annotations
 
 import argparse
-import json
-import lzma
 import math
 import statistics
 from pathlib import Path
 
 from llmcompare.analysis import steady, verdict
 from llmcompare.analysis.verdict import Estimate
-from llmcompare.schema.codec import record
+from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run
-from llmcompare.schema.request import RequestRecord
-
-
-def lines(run_dir: Path, engine: str) -> list[dict]:
-    for name, opener in ((f"{engine}.requests.jsonl", open), (f"{engine}.requests.jsonl.xz", lzma.open)):
-        if (run_dir / name).exists():
-            with opener(run_dir / name, "rt") as f:
-                return [json.loads(line) for line in f if line.strip()]
-    raise SystemExit(f"{run_dir}: no request file for {engine}")
 
 
 def rates(run_dir: Path, engine: str, point: int, waves: int) -> list[tuple[float | None, float, str]]:
@@ -39,12 +28,12 @@ def rates(run_dir: Path, engine: str, point: int, waves: int) -> list[tuple[floa
     run = load_run(run_dir)
     e = run.engines[engine]
     c = next(p.concurrency for p in e.points if p.index == point)
-    by_repeat: dict[int, list[RequestRecord]] = {}
-    for r in lines(run_dir, engine):
-        if r["point"] == point and r["attempt"] == 1 and r["index"] < waves * c:
-            by_repeat.setdefault(r["repeat"], []).append(record(RequestRecord, r))
+    cells = request_lines.records(run_dir, engine)
+    if not cells:
+        raise SystemExit(f"{run_dir}: no request file for {engine}")
     out = []
-    for _rep, recs in sorted(by_repeat.items()):
+    for (_p, _rep, _a), all_recs in sorted((k, v) for k, v in cells.items() if k[0] == point and k[2] == 1):
+        recs = [r for r in all_recs if r.index < waves * c]
         st, why = steady.find(recs, c)
         ok = [r for r in recs if r.success]
         end = max(r.dispatch_s + r.e2el_ms / 1000.0 for r in ok)

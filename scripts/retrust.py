@@ -3,7 +3,7 @@
 stream the server sent as one event carrying every token was timed correctly and no longer makes its point
 untrusted; several events read at once still do. Only that reason changes: every other reason a point has (loop
 lag, wrong lengths, the engine's counters, failures) is kept, and a point leaves 'untrusted' only when no reason
-is left. Reads <engine>.requests.jsonl (or .xz); rewrites run.json atomically, and with --dry-run only prints.
+is left. Reads <engine>.requests.jsonl and .xz (schema/request_lines.records); rewrites run.json atomically, and with --dry-run only prints.
 
   python scripts/retrust.py [--dry-run] RUN_DIR [RUN_DIR...]
 
@@ -14,24 +14,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import lzma
 from pathlib import Path
 
 from llmcompare.analysis import trust
-from llmcompare.schema.codec import record
+from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run, write_json
 from llmcompare.schema.request import RequestRecord
 
 OLD_PREFIX = "streams arrived in a single read (TTFT = E2EL): the client or the server was starved"
-
-
-def request_lines(run_dir: Path, engine: str) -> list[dict]:
-    for name, opener in ((f"{engine}.requests.jsonl", open), (f"{engine}.requests.jsonl.xz", lzma.open)):
-        if (run_dir / name).exists():
-            with opener(run_dir / name, "rt") as f:
-                return [json.loads(line) for line in f if line.strip()]
-    return []
 
 
 def rejudge(p, recs: list[RequestRecord], today: str) -> str | None:
@@ -58,10 +48,9 @@ def retrust(run_dir: Path, dry_run: bool) -> None:
     run, today = load_run(run_dir), dt.date.today().isoformat()
     changed = False
     for name, e in run.engines.items():
-        lines = request_lines(run_dir, name)
+        cells = request_lines.records(run_dir, name)
         for p in e.points:
-            recs = [record(RequestRecord, r) for r in lines
-                    if (r["point"], r["repeat"], r["attempt"]) == (p.index, p.repeat, p.attempt)]
+            recs = cells.get((p.index, p.repeat, p.attempt), [])
             if recs and (line := rejudge(p, recs, today)):
                 changed = True
                 print(f"{run_dir.name} {name} {line}")

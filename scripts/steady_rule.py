@@ -12,14 +12,11 @@ the point's start); its rate is the output tokens whose chunks arrived in it / i
 
 from __future__ import annotations
 
-import json
-import lzma
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 from llmcompare.analysis import steady
-from llmcompare.schema.codec import record
+from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run
 from llmcompare.schema.request import RequestRecord
 
@@ -28,19 +25,7 @@ TARGET = steady.DEFAULT_TARGET
 
 def requests(run_dir: Path, engine: str) -> dict[tuple[int, int, int], list[RequestRecord]]:
     """The engine's request records per (point, repeat, attempt), from requests.jsonl or its .xz."""
-    plain, xz = run_dir / f"{engine}.requests.jsonl", run_dir / f"{engine}.requests.jsonl.xz"
-    f = plain if plain.exists() else xz if xz.exists() else None
-    out: dict[tuple[int, int, int], list[RequestRecord]] = defaultdict(list)
-    if f is None:
-        return out
-    with (lzma.open(f, "rt") if f.suffix == ".xz" else open(f)) as fh:
-        for line in fh:
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a crash
-            out[(d["point"], d["repeat"], d["attempt"])].append(record(RequestRecord, d))
-    return out
+    return request_lines.records(run_dir, engine)
 
 
 def waves(recs: list[RequestRecord], c: int | None) -> list[float]:

@@ -16,7 +16,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from llmcompare.schema.codec import record
 from llmcompare.schema.files import load_run
+from llmcompare.schema.request import RequestRecord
 from llmcompare.schema.run import ServeRun
 
 # every line starts with its tag (serve/measure.py writes {"point", "repeat", "attempt", "label", ...} first);
@@ -55,6 +57,22 @@ def count(run_dir: str | Path, engine: str) -> Counter[Cell]:
         path = Path(run_dir) / name
         if path.is_file():
             out.update(t for line in _lines(path) if (t := _tag(line)) is not None)
+    return out
+
+
+def records(run_dir: str | Path, engine: str) -> dict[Cell, list[RequestRecord]]:
+    """One engine's request records per (point, repeat, attempt), for re-analysis (scripts/steady_rule.py,
+    retrust.py, prefix_study.py); a line that is not a whole record (cut short, or a tag alone) is left out."""
+    out: dict[Cell, list[RequestRecord]] = {}
+    for name in (f"{engine}.requests.jsonl", f"{engine}.requests.jsonl.xz"):
+        path = Path(run_dir) / name
+        for line in _lines(path) if path.is_file() else ():
+            try:
+                d = json.loads(line)
+                rec = record(RequestRecord, d)
+            except (ValueError, KeyError, TypeError):
+                continue
+            out.setdefault(_tag(line), []).append(rec)
     return out
 
 
