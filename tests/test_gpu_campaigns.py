@@ -1,0 +1,65 @@
+"""The device campaigns (scripts/gpu/*campaign*.txt, one shell command a line, run by background.sh) are checked here,
+on the CPU, before a device session spends its minutes on them: every `h200.sh serve` line names a shipped scenario,
+engines that scenario has, and --set overrides that load and validate. A typo found on the H200 costs a whole turn."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from llmcompare import scenario
+from llmcompare.scenario.overrides import parse_set
+from llmcompare.serve.preflight import chosen_engines
+
+ROOT = Path(__file__).resolve().parents[1]
+CAMPAIGNS = sorted((ROOT / "scripts/gpu").glob("*campaign*.txt"))
+
+
+def serve_lines(path: Path) -> list[tuple[int, str]]:
+    return [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1)
+            if "h200.sh serve" in line and not line.lstrip().startswith("#")]
+
+
+def parse_serve(line: str) -> tuple[str, list[str], list[str]]:
+    """(scenario, engines, --set items) of `[SCENARIO=x] bash scripts/gpu/h200.sh serve ENGINE... [--set K=V...]`."""
+    words = shlex.split(line)
+    env = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        k, v = words.pop(0).split("=", 1)
+        env[k] = v
+    i = words.index("serve")
+    rest = words[i + 1:]
+    engines = rest[: rest.index("--set")] if "--set" in rest else rest
+    sets = rest[rest.index("--set") + 1:] if "--set" in rest else []
+    return env.get("SCENARIO", "qwen-awq-h200"), engines, sets
+
+
+def test_there_are_campaigns():
+    assert CAMPAIGNS, "scripts/gpu holds no *campaign*.txt"
+    assert all(serve_lines(p) for p in CAMPAIGNS), [p.name for p in CAMPAIGNS if not serve_lines(p)]
+
+
+@pytest.mark.parametrize("path", CAMPAIGNS, ids=lambda p: p.name)
+def test_every_serve_line_loads(path):
+    for lineno, line in serve_lines(path):
+        name, engines, sets = parse_serve(line)
+        where = f"{path.name}:{lineno}"
+        assert engines, f"{where}: no engine named"
+        s = scenario.load(name, {**parse_set(sets), "output_dir": "/tmp/llmc/runs"})
+        chosen_engines(s, engines)  # an engine the scenario lacks is an error naming the valid ones
+
+
+def test_parse_serve_reads_a_campaign_line():
+    name, engines, sets = parse_serve("SCENARIO=converge-h200 bash scripts/gpu/h200.sh serve turbomind vllm "
+                                      "--set 'load.concurrency=[512]' 'profile.points=[512]'")
+    assert (name, engines, sets) == ("converge-h200", ["turbomind", "vllm"],
+                                     ["load.concurrency=[512]", "profile.points=[512]"])
+
+
+def test_a_bad_override_in_a_campaign_would_fail():
+    from llmcompare.errors import ScenarioError
+
+    with pytest.raises(ScenarioError):
+        scenario.load("converge-h200", parse_set(["load.concurency=[512]"]))
