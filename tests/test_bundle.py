@@ -230,3 +230,30 @@ def test_env_sh_gives_sglang_a_cuda_home_that_has_the_runtime(tmp_path):
     assert _cuda_home(tmp_path, sites, kit / "bin", cuda_home="/mine") == "/mine"
     assert _cuda_home(tmp_path, sites, wrapper / "bin") != str(wrapper)
     assert _cuda_home(tmp_path, ["vllm-0.26.0"], kit / "bin") == "unset"
+
+
+def _env_var(tmp_path, sites, var, preset=None):
+    (tmp_path / "env.sh").write_text(bundle.env_sh(sites))
+    env = {"LLMC_ROOT": "/r", "PATH": _fake_python(tmp_path), "CUDA_HOME": "/kit"}
+    env |= {var: preset} if preset else {}
+    return subprocess.run(["bash", "-euc", f"source {tmp_path}/env.sh; echo ${{{var}:-unset}}"], capture_output=True,
+                          text=True, check=True, env=env).stdout.strip()
+
+
+def test_env_sh_points_sglang_jit_cache_at_the_bundles_folder(tmp_path):
+    """SGLang's load_jit loads a module found in $TVM_FFI_CACHE_DIR instead of compiling it: the bundle's folder
+    (what --jit-cache carried), unless one is set; without SGLang, nothing."""
+    assert _env_var(tmp_path, ["sglang-0.5.15", "vllm-0.26.0"], "TVM_FFI_CACHE_DIR") == "/r/jit/tvm-ffi"
+    assert _env_var(tmp_path, ["sglang-0.5.15"], "TVM_FFI_CACHE_DIR", preset="/mine") == "/mine"
+    assert _env_var(tmp_path, ["vllm-0.26.0"], "TVM_FFI_CACHE_DIR") == "unset"
+
+
+def test_jit_cache_carries_the_modules_not_their_build_files(tmp_path):
+    mod = tmp_path / "cache" / "sgl_kernel_jit_kvcache_1024_true_c247__arch_9.0__tvmffi_0.1.11"
+    mod.mkdir(parents=True)
+    for name in ("sgl_kernel_jit_kvcache_1024_true_c247.so", "build.ninja", "cuda.cuda.o", ".ninja_log"):
+        (mod / name).write_text("x")
+    (tmp_path / "cache" / "BUILT.json").write_text("{}")
+    shutil.copytree(tmp_path / "cache", tmp_path / "copy", ignore=bundle.jit_cache_ignore)
+    assert sorted(p.relative_to(tmp_path / "copy").as_posix() for p in (tmp_path / "copy").rglob("*") if p.is_file()) \
+        == ["BUILT.json", f"{mod.name}/sgl_kernel_jit_kvcache_1024_true_c247.so"]

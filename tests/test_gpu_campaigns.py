@@ -63,3 +63,39 @@ def test_a_bad_override_in_a_campaign_would_fail():
 
     with pytest.raises(ScenarioError):
         scenario.load("converge-h200", parse_set(["load.concurency=[512]"]))
+
+
+def test_wait_brings_back_the_runs_and_new_sglang_jit_modules_once(tmp_path):
+    """background.sh `wait` on a finished campaign: every run packed into $OUT, and SGLang's JIT modules (compiled on
+    the host into the bundle's TVM_FFI_CACHE_DIR) packed once, for the next bundle's --jit-cache."""
+    import subprocess
+    import tarfile
+
+    root, out = tmp_path / "llmc", tmp_path / "out"
+    (root / "bg").mkdir(parents=True)
+    (root / "bg/done").write_text("")
+    (root / "bg/log").write_text("== 00:00:00 start: x\n== 00:00:01 exit 0: x\n")
+    (root / "runs/run-1").mkdir(parents=True)
+    (root / "runs/run-1/run.json").write_text("{}")
+    mod = root / "jit/tvm-ffi/sgl_kernel_jit_m__arch_9.0__tvmffi_0.1.11"
+    mod.mkdir(parents=True)
+    (mod / "sgl_kernel_jit_m.so").write_text("elf")
+    (mod / "build.ninja").write_text("")
+    env = {"PATH": "/usr/bin:/bin", "LLMC_ROOT": str(root), "HOME": str(tmp_path / "home")}
+
+    def wait() -> str:
+        out.mkdir(exist_ok=True)
+        r = subprocess.run(["bash", str(ROOT / "scripts/gpu/background.sh"), "wait", "1"], env={**env, "OUT": str(out)},
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    assert "campaign: done" in wait()
+    assert (out / "run-1.tar.xz").exists() and (out / "campaign.log").exists()
+    with tarfile.open(out / "jit-cache.tar.xz") as t:
+        assert t.getnames() == [f"{mod.name}/sgl_kernel_jit_m.so"]  # as TVM_FFI_CACHE_DIR lays them out
+    (out / "jit-cache.tar.xz").unlink()
+    assert "JIT modules packed" not in wait() and not (out / "jit-cache.tar.xz").exists()  # nothing new: not again
+    (mod.parent / "sgl_kernel_jit_n__arch_9.0__tvmffi_0.1.11").mkdir()
+    (mod.parent / "sgl_kernel_jit_n__arch_9.0__tvmffi_0.1.11/sgl_kernel_jit_n.so").write_text("elf")
+    assert "JIT modules packed: 2" in wait()

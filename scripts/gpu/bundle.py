@@ -48,7 +48,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bundle_plan import CUDA_HOME_SH, DROP, drop_table, keep, norm  # noqa: E402 (from HERE, put on sys.path)
+from bundle_plan import CUDA_HOME_SH, DROP, JIT_CACHE_SH, drop_table, keep, norm  # noqa: E402 (from HERE, put on sys.path)
 
 PLAT = ["--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:"] + [
     a for p in ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
@@ -187,6 +187,12 @@ def tar_xz(src_parent: Path, names: list[str], out: Path) -> None:
     sh("xz", "-T0", "-9", "-f", str(out.with_suffix("")))
 
 
+def jit_cache_ignore(folder: str, names: list[str]) -> list[str]:
+    """copytree's filter for a JIT cache: its modules' .so (what load_jit loads) and BUILT.json, not the objects
+    and ninja files beside them."""
+    return [n for n in names if not (Path(folder, n).is_dir() or n.endswith(".so") or n == "BUILT.json")]
+
+
 def env_sh(sites: list[str]) -> str:
     """/tmp/llmc/env.sh: one LLMC_SITE_/LLMC_PATH_/LLMC_PY_ triple per engine version, and the same triple named
     LLMC_*_<ENGINE> for the newest version of each engine (the first of its kind in `sites`, which resolve_order
@@ -205,7 +211,7 @@ def env_sh(sites: list[str]) -> str:
         newest.setdefault(site.rsplit("-", 1)[0], k)
     lines += [f"export LLMC_SITE_{env_key(e)}=$LLMC_SITE_{k} LLMC_PATH_{env_key(e)}=$LLMC_PATH_{k} "
               f"LLMC_PY_{env_key(e)}=$LLMC_PY_{k}" for e, k in newest.items()]
-    return "\n".join(lines) + "\n" + (CUDA_HOME_SH if "sglang" in newest else "")
+    return "\n".join(lines) + "\n" + (CUDA_HOME_SH + JIT_CACHE_SH if "sglang" in newest else "")
 
 
 def python_wrapper(site: str) -> str:
@@ -330,7 +336,15 @@ def main() -> None:
     ap.add_argument("--plan", action="store_true", help="print what each engine carries and leaves out; no install")
     ap.add_argument("--sglang-without-fa3", action="store_true",
                     help="leave out sgl_kernel's FA3 library (1.68 GB): SGLang must then run --attention-backend triton")
+    ap.add_argument("--jit-cache", metavar="DIR",
+                    help="SGLang's JIT modules built for sm_90, in TVM_FFI_CACHE_DIR's layout (sglang_jit_cache.py, or "
+                         "the jit/tvm-ffi folder background.sh brought back): carried in common's archive to "
+                         "/tmp/llmc/jit/tvm-ffi, where env.sh points TVM_FFI_CACHE_DIR")
     a = ap.parse_args()
+    if a.jit_cache and not any(parse_spec(s)[0] == "sglang" for s in a.engines):
+        raise SystemExit("--jit-cache: only SGLang uses it; give an sglang==VERSION among --engines")
+    if a.jit_cache and not any(Path(a.jit_cache).glob("*__arch_*/*.so")):
+        raise SystemExit(f"--jit-cache {a.jit_cache}: no <module>__arch_<arch>__tvmffi_<version>/<module>.so in it")
     out = Path(a.out)
     host = {norm(ln.strip()) for ln in (HERE / "host_packages.txt").read_text().splitlines()
             if ln.strip() and not ln.startswith("#")}
@@ -343,9 +357,14 @@ def main() -> None:
             return
         stage = work / "stage"
         plans = plan_sites(a.engines, work, host)
-        (stage / "MANIFEST.json").write_text(json.dumps(stage_sites(plans, stage, work, drop), indent=1))
+        manifest = stage_sites(plans, stage, work, drop)
+        if a.jit_cache:
+            shutil.copytree(a.jit_cache, stage / "jit/tvm-ffi", ignore=jit_cache_ignore)
+            manifest["jit_cache"] = sorted(p.name for p in (stage / "jit/tvm-ffi").glob("*__arch_*"))
+        (stage / "MANIFEST.json").write_text(json.dumps(manifest, indent=1))
         archives = [("common", ["site/common", "site/tools", "site/bin", "MANIFEST.json"]
-                     + (["site/cu12"] if (stage / "site/cu12").exists() else []))]
+                     + (["site/cu12"] if (stage / "site/cu12").exists() else [])
+                     + (["jit"] if a.jit_cache else []))]
         given = [site_name(*parse_spec(spec)) for spec in a.engines]
         archives += [(s, [f"site/{s}"]) for s in archive_order(given)]
         data = []

@@ -72,3 +72,8 @@ CUDA_HOME_SH = r"""if [ -z "${CUDA_HOME:-}" ]; then
   [ -n "${CUDA_HOME:-}" ] || echo "env.sh: no CUDA toolkit with nvcc, cuda_runtime.h and lib64/libcudart.so; set CUDA_HOME for SGLang's JIT kernels" >&2
 fi
 """
+# env.sh, with SGLang: its JIT modules are kept in $TVM_FFI_CACHE_DIR (sglang/jit_kernel/utils.py load_jit); the
+# bundle's folder, so that what bundle.py --jit-cache carried is found there and what the host compiles joins it
+# (background.sh's `wait` brings that folder back for the next bundle). One already set is kept.
+JIT_CACHE_SH = 'export TVM_FFI_CACHE_DIR=${TVM_FFI_CACHE_DIR:-$LLMC_ROOT/jit/tvm-ffi}\n'
+
