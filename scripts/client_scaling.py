@@ -12,11 +12,18 @@ processes (tests/fakeserver.py --processes, SO_REUSEPORT), so the server is not 
 
 The server sends every request's OUTPUT_LEN one-token chunks on absolute deadlines (first after TTFT_MS, then one
 every ITL_MS), so output tok/s = events/s. Per concurrency c, worker count N and client (interleaved in that
-order, the whole ladder --repeats times: drift of the machine hits every client and count alike): a closed loop of max(4c, 256) requests, 16
-tokens in. llmcompare: N = 1 is the in-process client (loadgen.run_point), N > 1 the worker pool, each on every
-event loop of --loops; events/s = chunks received / the point's duration. guidellm with N worker processes
+order, the whole ladder --repeats times: drift of the machine hits every client and count alike): a closed loop of
+16-token requests, as many as last --seconds (default 10) at the schedule's pace (at least 4c and 256). llmcompare:
+N = 1 is the in-process client (loadgen.run_point), N > 1 the worker pool, each on every event loop of --loops; its
+figures are taken over the point's steady window: from --warm-s (default 2 s) after its start, past the opening
+burst in which all c streams open at once, to its last dispatch, before the drain (events/s = chunks that arrived in
+the window / its length; ITL over the gaps that ended in it; the server's lateness over the sends due in it, /stats
+?since=&until= on the shared monotonic clock); the whole point's figures are kept beside them ("whole_point"). The
+H200 run of 2026-12-04 (session 12) took whole points of 4 waves (about 5-11 s at c = 1024 and 2048), where the
+opening burst was a large part of each. guidellm with N worker processes
 (GUIDELLM__MAX_WORKER_PROCESSES) and inference-perf with load.num_workers = N, each started afresh per point with
-min(c, 16) warm-up requests first (scripts/client_capacity.py's runners, read from their own result files).
+min(c, 16) warm-up requests first (scripts/client_capacity.py's runners, read from their own result files), over
+their whole points: their files give no arrival times to window.
 Added ITL error = the client's p99 ITL - ITL_MS - the server's own p99 send lateness (/stats, the lowest of its
 processes': the floor any client sees, not overstated). guidellm has no chunk-level ITL (it keeps first and last
 token times only): its figure is the p99 of each request's mean gap - ITL_MS, marked †. A client and N sustain
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
 import statistics
@@ -77,8 +85,39 @@ def core_list(cs: set[int]) -> str:
     return ",".join(str(c) for c in sorted(cs))
 
 
-def n_requests(c: int) -> int:
-    return max(4 * c, 256)
+STREAM_S = (TTFT_MS + (OUTPUT_LEN - 1) * ITL_MS) / 1000  # one request's life on the schedule: 0.335 s
+SECONDS = 10.0  # a point's planned length at the schedule's pace (--seconds)
+WARM_S = 2.0  # the steady window starts this long after the point's start (--warm-s): after the opening burst
+
+
+def n_requests(c: int, seconds: float = SECONDS) -> int:
+    """Enough requests for `seconds` at the schedule's pace (at least 4 waves and 256 requests)."""
+    return max(4 * c, 256, math.ceil(seconds * c / STREAM_S))
+
+
+def steady_window(records: list, t0: float, warm_s: float) -> tuple[float, float] | None:
+    """The steady window on the monotonic clock: from t0 + warm_s (past the opening burst, when all c streams
+    open at once) to the last dispatch (after it, fewer than c requests are in flight: the drain). None when the
+    point is too short to have one."""
+    last = max((r.dispatch_s for r in records), default=0.0)
+    return (t0 + warm_s, t0 + last) if last > warm_s + 1.0 else None
+
+
+def window_figures(records: list, t0: float, window: tuple[float, float]) -> dict:
+    """Events/s and p99 ITL over the chunks that arrived inside the window (a gap counts when its later chunk
+    did)."""
+    lo, hi = window[0] - t0, window[1] - t0  # s from the point's start
+    events, gaps = 0, []
+    for r in records:
+        at = [r.dispatch_s + ms / 1000 for ms in r.token_chunk_ms]
+        for k, a in enumerate(at):
+            if lo <= a <= hi:
+                events += 1
+                if k:
+                    gaps.append((a - at[k - 1]) * 1000)
+    gaps.sort()
+    return {"events_per_s": events / (hi - lo), "p99_itl_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else None,
+            "window_s": [round(lo, 3), round(hi, 3)]}
 
 
 # ---- the server's own lateness, from every process -----------------------------------------------------------
@@ -87,19 +126,24 @@ def reset_server(base: str, procs: int) -> None:
         fakeserver.stats(base, reset=True)
 
 
-def server_lateness(base: str, procs: int) -> list[float]:
-    """Each server process's p99 send lateness (ms) since the reset, as many as the calls reached."""
+def server_lateness(base: str, procs: int, window: tuple[float, float] | None = None) -> list[float]:
+    """Each server process's p99 send lateness (ms) since the reset (of the sends due in `window`, monotonic s,
+    when given), as many as the calls reached."""
     seen = {}
+    lo, hi = window or (None, None)
     for _ in range(STATS_CALLS * procs):
-        s = fakeserver.stats(base)
+        s = fakeserver.stats(base, since=lo, until=hi)
         seen[(s.get("sends"), s.get("p99_late_ms"))] = s.get("p99_late_ms") or 0.0
     return sorted(seen.values())
 
 
 # ---- one point of each client: a dict of what it measured ------------------------------------------------------
-def llmcompare_point(base: str, n_workers: int, c: int, loop: str) -> dict:
+def llmcompare_point(base: str, n_workers: int, c: int, loop: str, seconds: float = SECONDS,
+                     warm_s: float = WARM_S) -> dict:
+    """One point of llmcompare's client; its figures over the steady window (steady_window), the whole point's
+    beside them."""
     req = loadgen.Request(f"{base}/v1/completions", fakeserver.MODEL, {"stream": True, "ignore_eos": True}, 120.0)
-    specs = [RequestSpec(f"p{i}", 16, OUTPUT_LEN) for i in range(n_requests(c))]
+    specs = [RequestSpec(f"p{i}", 16, OUTPUT_LEN) for i in range(n_requests(c, seconds))]
     key = LoadKey(concurrency=c)
 
     async def run():
@@ -120,17 +164,21 @@ def llmcompare_point(base: str, n_workers: int, c: int, loop: str) -> dict:
     gaps = sorted(g for r in ok for g in r.itl_ms())
     loops = sorted({w.get("loop", "?") for w in pr.workers}) if n_workers > 1 else [loop + " (in-process)"]
     why = Counter(str(r.error)[:200] for r in pr.records if not r.success).most_common(3)
+    whole = {"events_per_s": sum(len(r.chunk_ms) for r in ok) / pr.duration_s if pr.duration_s else 0.0,
+             "p99_itl_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else None}
+    window = steady_window(ok, pr.t0, warm_s)
     return {"completed": len(ok), "failed": len(specs) - len(ok), **({"errors": why} if why else {}),
             **({"notes": pr.notes} if pr.notes else {}), **({"unfinished": pr.unfinished} if pr.unfinished else {}),
-            "events_per_s": sum(len(r.chunk_ms) for r in ok) / pr.duration_s if pr.duration_s else 0.0,
-            "p99_itl_ms": gaps[int(0.99 * (len(gaps) - 1))] if gaps else None, "worker_loops": loops,
-            "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms")}
+            **(window_figures(ok, pr.t0, window) if window else whole), "whole_point": whole,
+            "worker_loops": loops, "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms"), "_window": window}
 
 
-def peer_point(name: str, base: str, model: str, n_workers: int, c: int, client_cores: str, tmp: Path) -> dict:
+def peer_point(name: str, base: str, model: str, n_workers: int, c: int, client_cores: str, tmp: Path,
+               seconds: float = SECONDS) -> dict:
+    """One point of a peer, over the whole point (its result files give no arrival times to window)."""
     fn = {"guidellm": cc.run_guidellm, "inference_perf": cc.run_inference_perf}[name]
     try:
-        r = fn(base, model, c, tmp, workers=n_workers, cores=client_cores, n=n_requests(c))
+        r = fn(base, model, c, tmp, workers=n_workers, cores=client_cores, n=n_requests(c, seconds))
     except (RuntimeError, subprocess.TimeoutExpired, KeyError, OSError, ValueError) as e:
         return {"error": f"{type(e).__name__}: {str(e)[-600:]}"}
     return {"completed": r["completed"], "failed": r.get("failed"), "events_per_s": r["output_tok_per_s"],
@@ -142,7 +190,7 @@ def measure(label: dict, run, base: str, procs: int) -> dict:
     reset_server(base, procs)
     t = time.monotonic()
     row = {**label, **run()}
-    late = server_lateness(base, procs)
+    late = server_lateness(base, procs, row.pop("_window", None))  # over the client's window where it has one
     row.update(wall_s=round(time.monotonic() - t, 1), loadavg_1m=round(os.getloadavg()[0], 2),
                server_p99_late_ms_by_process=late, server_p99_late_ms=min(late) if late else 0.0)
     p99 = row.get("p99_itl_ms")
@@ -192,13 +240,14 @@ def ladder(a, base: str, client_cores: str) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for rp, c in ((rp, c) for rp in range(a.repeats) for c in a.concurrency):
             for n in a.workers:
-                jobs = [({"client": "llmcompare", "loop": lp}, lambda n=n, c=c, lp=lp: llmcompare_point(base, n, c, lp))
+                jobs = [({"client": "llmcompare", "loop": lp},
+                         lambda n=n, c=c, lp=lp: llmcompare_point(base, n, c, lp, a.seconds, a.warm_s))
                         for lp in a.loops]
-                jobs += [({"client": p}, lambda n=n, c=c, p=p: peer_point(p, base, a.model, n, c, client_cores, Path(tmp)))
+                jobs += [({"client": p}, lambda n=n, c=c, p=p: peer_point(p, base, a.model, n, c, client_cores, Path(tmp), a.seconds))
                          for p in a.peers]
                 for label, run in jobs:
                     rows.append(measure({**label, "repeat": rp, "workers": n, "concurrency": c,
-                                         "requests": n_requests(c)}, run, base, a.server_processes))
+                                         "requests": n_requests(c, a.seconds)}, run, base, a.server_processes))
                     print(line(rows[-1]), flush=True)
     return rows
 
@@ -247,6 +296,8 @@ def main() -> None:
     ap.add_argument("--server-cores", default=None, help="e.g. 8-15 (default: all)")
     ap.add_argument("--server-processes", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=1, help="the whole ladder this many times, one after another")
+    ap.add_argument("--seconds", type=float, default=SECONDS, help="a point's planned length at the schedule's pace")
+    ap.add_argument("--warm-s", type=float, default=WARM_S, help="the steady window starts this long into a point")
     ap.add_argument("--out", default=str(ROOT / "reports/client-scaling.json"))
     ap.add_argument("--table", metavar="JSON", help="only print the README table of a saved result")
     a = ap.parse_args()
@@ -274,6 +325,7 @@ def main() -> None:
               "argv": sys.argv[1:], "client_cores": client_cores + ("" if a.client_cores else " (all: shared with the server)"),
               "server_cores": a.server_cores or "all (shared with the client)", "server_processes": a.server_processes,
               "schedule": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_len": OUTPUT_LEN, "input_len": 16},
+              "seconds": a.seconds, "warm_s": a.warm_s,
               "error_limit_ms": ERROR_MS, "server_on_time_ms": SERVER_ON_TIME_MS, "total_wall_s": round(time.time() - t0), "rows": rows, **summarise(rows, a)}
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))

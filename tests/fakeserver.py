@@ -49,7 +49,9 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
+from array import array
 
 # (what is wrong, the event's data): each a class of malformed event the client must record, not raise
 BAD_EVENTS = [
@@ -139,7 +141,9 @@ _STREAMS: dict[tuple, _Stream] = {}  # the bytes of a response depend only on th
 
 class FakeServer(asyncio.Protocol):
     cfg = Config()
-    late_ms: list[float] = []
+    # per send: how late it went out (ms) and when it was due (s, the loop's clock: time.monotonic, the host's
+    # CLOCK_MONOTONIC, which the client's perf_counter also reads); arrays: millions of sends at high load
+    late_ms, due_s = array("d"), array("d")
     streams_started = 0  # requests streamed (bad-shapes picks its event by this)
     metrics_reads = 0
 
@@ -181,12 +185,10 @@ class FakeServer(asyncio.Protocol):
     def handle(self, method: str, path: str, body: bytes) -> None:
         cfg = FakeServer.cfg
         if path.startswith("/stats"):
-            s = sorted(FakeServer.late_ms)
-            self.reply({"sends": len(s), "p50_late_ms": s[len(s) // 2] if s else 0.0,
-                        "p99_late_ms": s[min(len(s) - 1, int(len(s) * 0.99))] if s else 0.0,
-                        "max_late_ms": s[-1] if s else 0.0})
+            self.reply(_lateness(path))
             if "reset" in path:
-                FakeServer.late_ms.clear()
+                FakeServer.late_ms, FakeServer.due_s = array("d"), array("d")
+                _LATENESS.clear()
         elif path.startswith("/metrics") and cfg.mode == "metrics-bad-utf8":
             FakeServer.metrics_reads += 1
             page = METRICS_PAGE % (100 * FakeServer.metrics_reads, 25 * FakeServer.metrics_reads)
@@ -248,6 +250,7 @@ class FakeServer(asyncio.Protocol):
 
     def send(self, due: float, stream: _Stream, j: int, m: int) -> None:
         FakeServer.late_ms.append((self.loop.time() - due) * 1000.0)
+        FakeServer.due_s.append(due)
         if self.t.is_closing():
             return
         mode = FakeServer.cfg.mode
@@ -266,6 +269,24 @@ class FakeServer(asyncio.Protocol):
                 self.t.close()
         else:
             self.t.write(_frame(data))
+
+
+def _lateness(path: str) -> dict:
+    """/stats[?since=T&until=U]: this process's send lateness (ms) over the sends due in [T, U] (monotonic
+    seconds; default: all since the last reset)."""
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+    lo, hi = float(q.get("since", ["-inf"])[0]), float(q.get("until", ["inf"])[0])
+    key = (lo, hi, len(FakeServer.late_ms))  # the same question asked again (a client reaching every process
+    if key not in _LATENESS:                 # asks each many times): answered from memory, not re-sorted
+        s = sorted(late for late, due in zip(FakeServer.late_ms, FakeServer.due_s, strict=True) if lo <= due <= hi)
+        _LATENESS.clear()
+        _LATENESS[key] = {"sends": len(s), "p50_late_ms": s[len(s) // 2] if s else 0.0,
+                          "p99_late_ms": s[min(len(s) - 1, int(len(s) * 0.99))] if s else 0.0,
+                          "max_late_ms": s[-1] if s else 0.0}
+    return _LATENESS[key]
+
+
+_LATENESS: dict[tuple, dict] = {}
 
 
 def _logprobs(answer: str, n: int, k: int) -> dict:
@@ -326,8 +347,10 @@ def launch(port: int, *args: str, python: str = sys.executable, timeout_s: float
     raise RuntimeError(f"fake server on port {port} did not answer within {timeout_s:.0f} s")
 
 
-def stats(base_url: str, reset: bool = False) -> dict:
-    with urllib.request.urlopen(base_url + ("/stats?reset=1" if reset else "/stats"), timeout=10) as r:
+def stats(base_url: str, reset: bool = False, since: float | None = None, until: float | None = None) -> dict:
+    """One server process's send lateness (/stats); since/until: only the sends due in that window (monotonic s)."""
+    q = {k: v for k, v in (("reset", 1 if reset else None), ("since", since), ("until", until)) if v is not None}
+    with urllib.request.urlopen(f"{base_url}/stats" + (f"?{urllib.parse.urlencode(q)}" if q else ""), timeout=10) as r:
         return json.loads(r.read())
 
 
