@@ -35,11 +35,14 @@ import fakeserver  # noqa: E402
 TTFT_MS, ITL_MS, OUTPUT_LEN, INPUT_LEN = 20.0, 5.0, 64, 16
 CONCURRENCY = [1, 16, 64, 128, 256, 512]
 CACHE = Path("~/.cache/llmcompare").expanduser()
+# where the peers' venvs are: --install-peers makes them here; on the GPU host, the bundle's peer folders
+# (scripts/gpu/bundle.py --peers: /tmp/llmc/peers/<name>/bin/python and the peer's commands)
+PEERS_DIR = Path(os.environ.get("LLMCOMPARE_PEERS_DIR", CACHE / "peers"))
 # name -> (PyPI requirement, python it needs, venv); the venvs are made by --install-peers
 PEERS = {
-    "guidellm": ("guidellm==0.8.1", "3.11", CACHE / "peers/guidellm"),
-    "aiperf": ("aiperf==0.13.0", "3.11", CACHE / "peers/aiperf"),
-    "inference_perf": ("inference-perf==0.7.0", "3.12", CACHE / "peers/inference-perf"),  # Requires-Python >=3.12
+    "guidellm": ("guidellm==0.8.1", "3.11", PEERS_DIR / "guidellm"),
+    "aiperf": ("aiperf==0.13.0", "3.11", PEERS_DIR / "aiperf"),
+    "inference_perf": ("inference-perf==0.7.0", "3.12", PEERS_DIR / "inference-perf"),  # Requires-Python >=3.12
 }
 CLIENTS = ["llmcompare", "vllm_bench_serve", "guidellm", "aiperf", "inference_perf"]
 LABELS = {"llmcompare": "llmcompare", "vllm_bench_serve": "vLLM bench serve", "guidellm": "guidellm",

@@ -257,3 +257,20 @@ def test_jit_cache_carries_the_modules_not_their_build_files(tmp_path):
     shutil.copytree(tmp_path / "cache", tmp_path / "copy", ignore=bundle.jit_cache_ignore)
     assert sorted(p.relative_to(tmp_path / "copy").as_posix() for p in (tmp_path / "copy").rglob("*") if p.is_file()) \
         == ["BUILT.json", f"{mod.name}/sgl_kernel_jit_kvcache_1024_true_c247.so"]
+
+
+def test_peer_commands_run_the_console_scripts_from_the_site(tmp_path):
+    """bundle.py --peers: a peer's folder works like its venv (bin/python, bin/<command>) on a host without pip."""
+    peers = importlib.import_module("bundle_peers")
+    site = tmp_path / "fake-peer" / "site"
+    (site / "fake_peer").mkdir(parents=True)
+    (site / "fake_peer" / "__init__.py").write_text("import sys\nclass App:\n    @staticmethod\n"
+                                                     "    def run():\n        print(sys.argv)\n        return 3\n")
+    (site / "fake_peer-1.0.dist-info").mkdir()
+    (site / "fake_peer-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nfake-peer = fake_peer:App.run\n")
+    assert peers.write_commands(tmp_path / "fake-peer", "fake-peer") == ["fake-peer", "python"]
+    r = subprocess.run([str(tmp_path / "fake-peer/bin/fake-peer"), "--x", "a b"], capture_output=True, text=True)
+    assert (r.returncode, r.stdout.strip()) == (3, "['fake-peer', '--x', 'a b']")
+    r = subprocess.run([str(tmp_path / "fake-peer/bin/python"), "-c", "import fake_peer; print(fake_peer.__file__)"],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == str(site / "fake_peer" / "__init__.py")

