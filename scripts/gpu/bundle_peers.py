@@ -24,7 +24,8 @@ exec python3 {args}
 def python312() -> str:
     """A python 3.12 for the peers' resolve (inference-perf requires >= 3.12, and pip 23 checks the interpreter
     it runs in, whatever --python-version says)."""
-    for exe in ("python3.12", str(Path("~/.pyenv/versions/3.12.1/bin/python").expanduser())):
+    pyenv = sorted(Path("~/.pyenv/versions").expanduser().glob("3.12.*/bin/python"), reverse=True)
+    for exe in ("python3.12", *map(str, pyenv)):
         path = shutil.which(exe) or (exe if Path(exe).exists() else None)
         if path and subprocess.run([path, "-c", ""], capture_output=True).returncode == 0:
             return path
