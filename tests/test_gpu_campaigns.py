@@ -99,3 +99,36 @@ def test_wait_brings_back_the_runs_and_new_sglang_jit_modules_once(tmp_path):
     (mod.parent / "sgl_kernel_jit_n__arch_9.0__tvmffi_0.1.11").mkdir()
     (mod.parent / "sgl_kernel_jit_n__arch_9.0__tvmffi_0.1.11/sgl_kernel_jit_n.so").write_text("elf")
     assert "JIT modules packed: 2" in wait()
+
+
+def test_modules_the_bundle_carried_are_not_sent_back(tmp_path):
+    """`start` notes the JIT modules already there (the bundle's): `wait` packs only when new ones appeared, and
+    skips comment lines of the campaign."""
+    import shutil
+    import subprocess
+
+    tree, root, out = tmp_path / "tree", tmp_path / "llmc", tmp_path / "out"
+    (tree / "scripts/gpu").mkdir(parents=True)
+    for f in ("background.sh", "pack_out.sh"):
+        shutil.copy(ROOT / "scripts/gpu" / f, tree / "scripts/gpu" / f)
+    carried = root / "jit/tvm-ffi/sgl_kernel_jit_a__arch_9.0__tvmffi_0.1.11"
+    carried.mkdir(parents=True)
+    (carried / "sgl_kernel_jit_a.so").write_text("elf")
+    (tmp_path / "commands").write_text("# a comment: not run\n\necho ran > $OUT/mark\n")
+    env = {"PATH": "/usr/bin:/bin", "LLMC_ROOT": str(root), "HOME": str(tmp_path / "home")}
+
+    def bg(*args: str) -> str:
+        out.mkdir(exist_ok=True)
+        r = subprocess.run(["bash", str(tree / "scripts/gpu/background.sh"), *args], env={**env, "OUT": str(out)},
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    bg("start", str(tmp_path / "commands"))
+    assert "campaign: done" in bg("wait", "30")
+    assert (root / "runs/mark").read_text() == "ran\n" and "start: #" not in (root / "bg/log").read_text()
+    assert not (out / "jit-cache.tar.xz").exists()
+    new = root / "jit/tvm-ffi/sgl_kernel_jit_b__arch_9.0__tvmffi_0.1.11"
+    new.mkdir()
+    (new / "sgl_kernel_jit_b.so").write_text("elf")
+    assert "JIT modules packed: 2" in bg("wait", "1")

@@ -22,6 +22,7 @@ case ${1:?start FILE | wait SECONDS | stop} in
     rm -rf $bg/repo && cp -a "$(dirname "$0")/../.." $bg/repo && rm -rf $bg/repo/.gpu  # the next call replaces the tree; this copy stays
     cp "${2:?FILE}" $bg/commands
     rm -f $bg/done
+    find $R/jit/tvm-ffi ~/.cache/tvm-ffi -name '*.so' 2>/dev/null | sort > $bg/jit-sent  # carried by the bundle: not sent back
     setsid bash -c "cd $bg/repo && export OUT=$R/runs
       while IFS= read -r line; do
         case \"\$line\" in ''|'#'*) continue ;; esac  # blank lines and comments
