@@ -220,11 +220,13 @@ def sustained(rows: list[dict], name: str, n: int, repeat: int, server_late_max:
 
 
 # ---- the run ---------------------------------------------------------------------------------------------------
-def start_server(a) -> tuple[subprocess.Popen, str]:
+def start_server(server_cores: str | None, processes: int) -> tuple[subprocess.Popen, str]:
+    """The fake server on the schedule, in `processes` processes pinned to `server_cores` (taskset's list; None:
+    any core), once it answers; (its process, its base URL)."""
     port = free_port("127.0.0.1")
-    pin = ["taskset", "-c", a.server_cores] if a.server_cores else []
+    pin = ["taskset", "-c", server_cores] if server_cores else []
     srv = subprocess.Popen([*pin, sys.executable, str(ROOT / "tests/fakeserver.py"), str(port), "--ttft-ms",
-                            str(TTFT_MS), "--itl-ms", str(ITL_MS), "--processes", str(a.server_processes)])
+                            str(TTFT_MS), "--itl-ms", str(ITL_MS), "--processes", str(processes)])
     base = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
@@ -314,7 +316,7 @@ def main() -> None:
     if a.client_cores:
         os.sched_setaffinity(0, cores(a.client_cores))
     client_cores = core_list(os.sched_getaffinity(0))
-    srv, base = start_server(a)
+    srv, base = start_server(a.server_cores, a.server_processes)
     t0 = time.time()
     try:
         rows = ladder(a, base, client_cores)

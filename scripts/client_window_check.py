@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,8 +19,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client_scaling as cs  # noqa: E402 (puts the repository and tests/ on sys.path)
 import fakeserver  # noqa: E402
-
-from llmcompare.engines.server import free_port  # noqa: E402
 
 
 def cpu_s(pid: int) -> float:
@@ -53,17 +50,9 @@ def main() -> None:
     ap.add_argument("--server-core", type=int, default=1)
     ap.add_argument("--out", default="reports/client-window-vs-4waves-cpu.json")
     a = ap.parse_args()
-    port = free_port("127.0.0.1")
-    srv = subprocess.Popen(["taskset", "-c", str(a.server_core), sys.executable, str(cs.ROOT / "tests/fakeserver.py"),
-                            str(port), "--ttft-ms", str(cs.TTFT_MS), "--itl-ms", str(cs.ITL_MS)])
-    base, rows = f"http://127.0.0.1:{port}", []
+    srv, base = cs.start_server(str(a.server_core), 1)
+    rows = []
     try:
-        for _ in range(100):
-            try:
-                fakeserver.stats(base)
-                break
-            except OSError:
-                time.sleep(0.1)
         os.sched_setaffinity(0, {a.client_core})
         for rep in range(a.repeats):
             for c in a.concurrency:
