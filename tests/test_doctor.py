@@ -170,7 +170,7 @@ def test_a_cpu_build_needs_no_gpu(machine, tmp_path):
     (tmp_path / "bin" / "nvidia-smi").unlink()
     fake_env(tmp_path / "home" / "envs" / "vllm-cpu-0.32.0", {"vllm": "0.32.0+cpu"}, torch_cuda=None)
     found = doctor.diagnose(scenario.load(str(machine([{"name": "c", "kind": "vllm", "venv": "vllm"}]))))
-    assert [f.level for f in found].count("problem") == 0, found
+    assert [f.level for f in found].count("problem") == 0, [f for f in found if f.level == "problem"]
     (g,) = _by(found, "gpu")
     assert "none needed" in g.detail
     (k,) = _by(found, "engine c kernel")
@@ -254,12 +254,17 @@ def test_an_sglang_engine_on_the_h200(machine, tmp_path):
 
 def test_sglang_on_its_cpu_backend_needs_no_gpu(machine, tmp_path):
     """SGLang's --device cpu runs its CPU backend from the CUDA build of torch 2.11.0 (as on this project's CPU
-    machine, docs/engines.md): no GPU is needed, whatever its torch says."""
+    machine, docs/engines.md): no GPU is needed, whatever its torch says. Without a GPU a bare `venv: sglang` is
+    the environment `llmcompare setup sglang-cpu` makes."""
     (tmp_path / "bin" / "nvidia-smi").unlink()
-    fake_env(tmp_path / "home" / "envs" / "sglang-0.5.15", {"sglang": "0.5.15"}, torch_cuda="13.0")
+    env = tmp_path / "home" / "envs" / "sglang-cpu-0.5.15"
+    fake_env(env, {"sglang": "0.5.15"}, torch_cuda="13.0")
     cpu = {"name": "s", "kind": "sglang", "venv": "sglang", "args": ["--device", "cpu"]}
+    (bad,) = _by(doctor.diagnose(scenario.load(str(machine([cpu])))), "engine s")  # its check imports the server
+    assert bad.level == "problem" and bad.detail.startswith("`import sglang.launch_server` fails"), bad
+    (env / "site" / "sglang" / "launch_server.py").write_text("")
     found = doctor.diagnose(scenario.load(str(machine([cpu]))))
-    assert [f.level for f in found].count("problem") == 0, found
+    assert [f.level for f in found].count("problem") == 0, [f for f in found if f.level == "problem"]
     assert "none needed" in _by(found, "gpu")[0].detail
     gpu = {**cpu, "args": []}
     (g,) = _by(doctor.diagnose(scenario.load(str(machine([gpu])))), "gpu")

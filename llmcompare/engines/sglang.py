@@ -34,8 +34,29 @@ from llmcompare.schema.scenario import Engine
 
 # `llmcompare setup sglang`: sglang 0.5.15 pins torch==2.11.0 (the H200's torch) and CUDA 13 packages
 # (flashinfer_python[cu13]==0.6.12, sglang-kernel==0.4.4, nvidia-cutlass-dsl[cu13]); later versions pin newer
-# torch (0.5.20: 2.13.0). No CPU build of it is on PyPI (docs/engines.md: why it cannot serve on this CPU machine).
-ENVIRONMENTS = {"sglang": Package("sglang", "0.5.15", "sglang", "sglang", "sglang", True)}
+# torch (0.5.20: 2.13.0). No CPU build of it is on PyPI.
+# `llmcompare setup sglang-cpu` (a bare `sglang` on a machine without an NVIDIA GPU): the same sglang, installed
+# without its dependencies, then sglang 0.5.15's Requires-Dist less the CUDA-only ones (cuda-python,
+# flash-attn-4, flashinfer_*, nvidia-cutlass-dsl, nvidia-mathdx, sgl-deep-gemm, sglang-kernel, tilelang,
+# tokenspeed_mla, quack-kernels). torch==2.11.0 from PyPI is a CUDA build (~5 GB with its nvidia libraries; the
+# environment is 6.1 GB) that runs on a CPU. Without sgl_kernel SGLang takes its native-torch CPU paths; it serves
+# with SGLANG_USE_CPU_ENGINE=1 --device cpu --attention-backend torch_native (docs/engines.md, tests/test_sglang_cpu.py).
+CPU_REQUIREMENTS = (
+    "torch==2.11.0", "torchvision==0.26.0", "torchaudio==2.11.0", "aiohttp", "anthropic", "apache-tvm-ffi==0.1.11",
+    "blobfile==3.0.0", "compressed-tensors", "datasets", "distro", "easydict", "einops", "fastapi", "gguf",
+    "interegular", "IPython", "llguidance>=0.7.11,<0.8.0", "mistral_common>=1.11.5", "modelscope", "msgspec", "ninja",
+    "numpy", "nvidia-ml-py", "openai==2.6.1", "openai-harmony==0.0.4", "orjson", "outlines==0.1.11", "packaging",
+    "partial_json_parser", "pillow", "prometheus-client", "psutil", "pybase64", "pydantic", "python-multipart",
+    "pyzmq>=25.1.2", "requests", "scipy", "sentencepiece", "setproctitle", "tiktoken", "torchao==0.17.0", "tqdm",
+    "transformers==5.12.1", "uvicorn", "uvloop", "watchfiles", "xgrammar==0.2.1", "zstandard", "soundfile==0.13.1",
+    "timm==1.0.16", "smg-grpc-servicer", "kernels>=0.14.1,<0.15", "torch_memory_saver>=0.0.9.post1", "py-spy",
+)
+ENVIRONMENTS = {
+    "sglang": Package("sglang", "0.5.15", "sglang", "sglang", "sglang", True, without_gpu="sglang-cpu"),
+    # its check imports the server (what the dependencies chosen here must carry), not only the package
+    "sglang-cpu": Package("sglang", "0.5.15", "sglang", "sglang.launch_server", "sglang", False, no_deps=True,
+                          requirements=CPU_REQUIREMENTS),
+}
 CLI_MODULE = "sglang.launch_server"  # `python -m sglang.launch_server --model-path M ...`
 CONSOLE = "sglang"  # the console script: `sglang serve --model-path M ...` (sglang/cli/main.py)
 

@@ -109,7 +109,8 @@ def _probe_finding(c: EnvCheck, what: str, setup_fix: str) -> Finding:
         return Finding("problem", what, f"{py} has {kind} {p['version']}, the scenario names {c.spec.spec}",
                        setup_fix)
     if "import_error" in p:
-        return Finding("problem", what, f"`import {kind}` fails in {py}: {p['import_error'][:400]}", redo)
+        module = c.spec.package.module if c.spec else registry.kind(kind).module
+        return Finding("problem", what, f"`import {module}` fails in {py}: {p['import_error'][:400]}", redo)
     torch = f"torch {p['torch']}, CUDA {p.get('torch_cuda') or 'none'}" if p.get("torch") else "no torch"
     return Finding("ok", what, f"{kind} {p['version']} ({py}; imports in {p.get('import_s')} s; {torch})")
 

