@@ -47,6 +47,27 @@ def test_window_counts_only_what_arrived_in_it():
     assert f["p99_itl_ms"] == pytest.approx(5.0)  # the 50 ms gaps of the opening burst are not in it
 
 
+def row(workers: int, c: int, events: float, err_ms: float, late_ms: float = 1.1) -> dict:
+    return {"client": "llmcompare", "loop": "uvloop", "repeat": 0, "workers": workers, "concurrency": c,
+            "completed": 10, "failed": 0, "events_per_s": events, "added_p99_itl_error_ms": err_ms,
+            "server_p99_late_ms_by_process": [late_ms]}
+
+
+def test_a_client_that_reads_chunks_in_bulk_does_not_sustain_its_rate():
+    """The H200 ladder of 2026-12-05: one worker at c=1024 had p99 ITL 0.0 ms (added error -6.15 ms) with a p99 loop
+    lag of 1 s: far behind, reading chunks in bulk. Only an error within ±1 ms counts as keeping up."""
+    rows = [row(1, 512, 80_832, 68.55), row(1, 1024, 74_683, -6.15), row(8, 512, 96_963, 0.89, late_ms=2.07),
+            row(8, 1024, 149_680, 48.94)]
+    assert cs.sustained(rows, "llmcompare (uvloop)", 1, 0, None) is None
+    assert cs.sustained(rows, "llmcompare (uvloop)", 8, 0, None) == 96_963
+    assert cs.sustained(rows, "llmcompare (uvloop)", 8, 0, cs.SERVER_ON_TIME_MS) is None  # a server process late
+    sums = cs.summarise(rows, [1, 8], 1)
+    assert sums["sustained"]["median"]["llmcompare (uvloop)"] == {1: 0.0, 8: 96_963}
+    # a saved result's table is summarised again from its rows, by this rule (not the one it was saved with)
+    saved = {"rows": rows, "sustained": {"median": {"llmcompare (uvloop)": {"1": 74_683}}}}
+    assert "| llmcompare (uvloop) | 1 | none | none |" in cs.table(saved)
+
+
 def test_no_window_in_a_point_too_short_for_one():
     assert cs.steady_window([rec(0.0, [20]), rec(2.5, [20])], 0.0, warm_s=2.0) is None
 
