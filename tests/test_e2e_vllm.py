@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmcompare.analysis import agreement
+
 pytestmark = pytest.mark.vllm
 
 
@@ -197,7 +199,12 @@ def test_two_client_processes_against_real_vllm_with_its_own_token_counters(tmp_
     assert all(w["loop_lag_samples"] > 0 for w in pt["client_workers"]) and pt["client"]["workers"] == 2
     c = pt["engine_counters"]
     assert c["reported"] and c["mean_running"] is not None
-    if c["window_s"]:  # a window of two samples at least 2 s apart: the rates agree within the tolerance
-        assert abs(c["shortfall_pct"]) < 10, c
+    if c["window_s"]:  # a window of two samples at least 2 s apart: the two rates compared over it
+        # within reach of each other (a unit or window error would be far off); how close is the machine's: on
+        # this loaded 2-core machine a 2.3 s window once gave 10.9% (its /metrics answers and the last chunks late)
+        assert abs(c["shortfall_pct"]) < 30, c
+        # and the point is untrusted for it exactly when the shortfall passes the product's tolerance
+        said = [r for r in pt["trust"]["reasons"] if "the client received" in r]
+        assert bool(said) == (c["shortfall_pct"] > agreement.TOLERANCE_PCT), (c, pt["trust"])
     lines = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()]
     assert sorted(x["index"] for x in lines if x["attempt"] == 1) == list(range(24))
