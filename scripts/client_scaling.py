@@ -240,7 +240,8 @@ def start_server(server_cores: str | None, processes: int) -> tuple[subprocess.P
     return srv, base
 
 
-def ladder(a, base: str, client_cores: str) -> list[dict]:
+def ladder(a, base: str, client_cores: str, save=lambda rows: None) -> list[dict]:
+    """Every point of the run, in order; save(rows) after each one (a run cut short keeps what it finished)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for rp, c in ((rp, c) for rp in range(a.repeats) for c in a.concurrency):
@@ -249,11 +250,12 @@ def ladder(a, base: str, client_cores: str) -> list[dict]:
                          lambda n=n, c=c, lp=lp: llmcompare_point(base, n, c, lp, a.seconds, a.warm_s))
                         for lp in a.loops]
                 jobs += [({"client": p}, lambda n=n, c=c, p=p: peer_point(p, base, a.model, n, c, client_cores, Path(tmp), a.seconds))
-                         for p in a.peers]
+                         for p in a.peers if a.peer_workers is None or n in a.peer_workers]
                 for label, run in jobs:
                     rows.append(measure({**label, "repeat": rp, "workers": n, "concurrency": c,
                                          "requests": n_requests(c, a.seconds)}, run, base, a.server_processes))
                     print(line(rows[-1]), flush=True)
+                    save(rows)
     return rows
 
 
@@ -296,6 +298,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 128, 256])
     ap.add_argument("--loops", nargs="+", choices=LOOPS, default=["uvloop"], help="llmcompare's event loops")
     ap.add_argument("--peers", nargs="*", choices=PEERS, default=[])
+    ap.add_argument("--peer-workers", type=int, nargs="+", default=None,
+                    help="the peers only at these of --workers (default: all; one peer process is slow at high c)")
     ap.add_argument("--model", default=str(cc.CACHE / "models/qwen2-tiny-bf16"), help="the peers' tokenizer")
     ap.add_argument("--client-cores", default=None, help="e.g. 0-7 (default: all)")
     ap.add_argument("--server-cores", default=None, help="e.g. 8-15 (default: all)")
@@ -321,19 +325,26 @@ def main() -> None:
     client_cores = core_list(os.sched_getaffinity(0))
     srv, base = start_server(a.server_cores, a.server_processes)
     t0 = time.time()
+    head = {"date": time.strftime("%Y-%m-%d"), "machine": cc.machine(), "versions": versions(a.peers),
+            "argv": sys.argv[1:], "client_cores": client_cores + ("" if a.client_cores else " (all: shared with the server)"),
+            "server_cores": a.server_cores or "all (shared with the client)", "server_processes": a.server_processes,
+            "schedule": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_len": OUTPUT_LEN, "input_len": 16},
+            "seconds": a.seconds, "warm_s": a.warm_s, "error_limit_ms": ERROR_MS, "server_on_time_ms": SERVER_ON_TIME_MS}
+
+    def write(rows: list[dict], complete: bool) -> dict:
+        result = {**head, "complete": complete, "total_wall_s": round(time.time() - t0), "rows": rows,
+                  **summarise(rows, a.workers, a.repeats)}
+        tmp = Path(a.out + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
+        tmp.replace(a.out)  # whole or not at all
+        return result
+
     try:
-        rows = ladder(a, base, client_cores)
+        rows = ladder(a, base, client_cores, save=lambda rows: write(rows, complete=False))
     finally:
         srv.terminate()
         srv.wait()
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": cc.machine(), "versions": versions(a.peers),
-              "argv": sys.argv[1:], "client_cores": client_cores + ("" if a.client_cores else " (all: shared with the server)"),
-              "server_cores": a.server_cores or "all (shared with the client)", "server_processes": a.server_processes,
-              "schedule": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_len": OUTPUT_LEN, "input_len": 16},
-              "seconds": a.seconds, "warm_s": a.warm_s,
-              "error_limit_ms": ERROR_MS, "server_on_time_ms": SERVER_ON_TIME_MS, "total_wall_s": round(time.time() - t0), "rows": rows, **summarise(rows, a.workers, a.repeats)}
-    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(table(result))
+    print(table(write(rows, complete=True)))
 
 
 def table(result: dict) -> str:
