@@ -281,13 +281,14 @@ def summarise(rows: list[dict], workers: list[int], repeats: int) -> dict:
     """Per rule (any server lateness; the server on time), client and worker count: the sustained events/s of
     each repeat (0 where none was), their median, and that median over the first worker count's."""
     names = list(dict.fromkeys(series(r) for r in rows))
-    out = {}
+    ran = {s: [n for n in workers if any(series(r) == s and r["workers"] == n for r in rows)] for s in names}
+    out = {}  # per client, only the worker counts it ran at (--peer-workers); x its own first count
     for rule, late_max in (("sustained", None), ("sustained_server_on_time", SERVER_ON_TIME_MS)):
-        per = {s: {n: [sustained(rows, s, n, rp, late_max) or 0.0 for rp in range(repeats)] for n in workers}
+        per = {s: {n: [sustained(rows, s, n, rp, late_max) or 0.0 for rp in range(repeats)] for n in ran[s]}
                for s in names}
         med = {s: {n: statistics.median(v) for n, v in d.items()} for s, d in per.items()}
         out[rule] = {"per_repeat": per, "median": med,
-                     "ratio_to_first": {s: {n: (v / d[workers[0]] if d[workers[0]] else None)
+                     "ratio_to_first": {s: {n: (v / d[ran[s][0]] if d[ran[s][0]] else None)
                                             for n, v in d.items()} for s, d in med.items()}}
     return out
 

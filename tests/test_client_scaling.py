@@ -92,3 +92,16 @@ def test_server_lateness_over_a_window_of_the_monotonic_clock():
     finally:
         proc.terminate()
         proc.wait()
+
+
+def test_a_peer_run_at_some_worker_counts_is_summarised_at_those_only():
+    """--peer-workers 4 8: guidellm has no 1-worker row; its ratios are to its own first count, and the table has
+    no empty guidellm row at 1 worker."""
+    peer = [{**row(n, 512, ev, 0.5), "client": "guidellm", "itl_kind": "mean"} for n, ev in ((4, 20_000), (8, 30_000))]
+    rows = [row(1, 512, 80_000, 0.5), row(4, 512, 90_000, 0.5), *peer]
+    sums = cs.summarise(rows, [1, 4], 1)
+    assert sums["sustained"]["median"]["guidellm"] == {4: 20_000}  # 8 is not in the workers asked for
+    assert sums["sustained"]["ratio_to_first"]["guidellm"] == {4: 1.0}
+    assert sums["sustained"]["ratio_to_first"]["llmcompare (uvloop)"] == {1: 1.0, 4: 1.125}
+    text = cs.table({"rows": rows})
+    assert "| guidellm | 1 |" not in text and "| guidellm | 8 | 30,000 (1.50) |" in text
