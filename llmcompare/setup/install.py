@@ -78,8 +78,10 @@ def plan(spec: EnvSpec, target: Path, python: str, tool: str) -> list[Step]:
         remove = [py, "-m", "pip", "uninstall", "-q", "-y", *spec.package.remove_after_install]
     if spec.package.no_deps:
         steps.append(Step(f"install {pkg} without its dependencies", [*pip, "--no-deps", pkg]))
+        # pip would then print as an ERROR that the package's left-out (GPU-only) dependencies are missing: by design
+        quiet = [] if tool == "uv" else ["--no-warn-conflicts"]
         steps.append(Step(f"install the {len(spec.package.requirements)} dependencies of {spec.package.pypi} that run "
-                          "here (Package.requirements)", [*pip, *spec.package.requirements]))
+                          "here (Package.requirements)", [*pip, *quiet, *spec.package.requirements]))
     else:
         steps.append(Step(f"install {pkg}", [*pip, pkg]))
     if spec.package.remove_after_install:
