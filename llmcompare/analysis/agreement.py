@@ -11,8 +11,11 @@ last of those samples bound it, and it needs MIN_WINDOW_S.
                           (the server's streaming or the client), not the engine's. The check cannot tell those
                           two apart; the client's loop lag and its worker processes can (docs/metrics.md).
   running vs target       the engine's mean num_requests_running against the client's concurrency: below
-                          RUNNING_SHORT it ran fewer requests at once than the client had in flight (queued in
-                          its API server or waiting for KV cache), and the report says so.
+                          RUNNING_SHORT of it, and at least SHORT_REQUESTS fewer, it ran fewer requests at once
+                          than the client had in flight, and the report says so, with the engine's mean
+                          num_requests_waiting (queued in its scheduler: for a batch slot or KV cache) where it
+                          exports it. Where the others were (its API server, tokenizing, in transit, or between
+                          a reply and the client's next send) is not measured.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from llmcompare.schema.run import EngineCounters
 
 TOLERANCE_PCT = 5.0  # client below engine by more than this over the window: untrusted
 MIN_WINDOW_S = 2.0  # a shorter window (a few samples) is not compared
-RUNNING_SHORT = 0.9  # mean running below 90% of the client's concurrency: said in the report
+RUNNING_SHORT = 0.9  # mean running below 90% of the client's concurrency: said in the report ...
+SHORT_REQUESTS = 1.0  # ... when that is at least one whole request (at c=1, 0.85 running is the gaps between sends)
 
 
 def compare(samples: Sequence[tuple[float, dict[str, float]]], records: Sequence[RequestRecord],
@@ -34,6 +38,8 @@ def compare(samples: Sequence[tuple[float, dict[str, float]]], records: Sequence
     out = EngineCounters(target_in_flight=concurrency)
     running = [v["num_requests_running"] for _, v in samples if "num_requests_running" in v]
     out.mean_running = sum(running) / len(running) if running else None
+    waiting = [v["num_requests_waiting"] for _, v in samples if "num_requests_waiting" in v]
+    out.mean_waiting = sum(waiting) / len(waiting) if waiting else None
     counted = [(t, v) for t, v in samples if "generation_tokens_total" in v]
     if not counted:
         return out
@@ -67,10 +73,18 @@ def reasons(c: EngineCounters | None) -> list[str]:
 
 
 def running_note(c: EngineCounters | None) -> str | None:
-    """A note when the engine ran fewer requests at once than the client kept in flight."""
+    """A note when the engine ran fewer requests at once than the client kept in flight, with how many of the
+    others its scheduler held; where the rest were is not measured."""
     if c is None or c.mean_running is None or not c.target_in_flight:
         return None
-    if c.mean_running >= RUNNING_SHORT * c.target_in_flight:
+    short = c.target_in_flight - c.mean_running
+    if c.mean_running >= RUNNING_SHORT * c.target_in_flight or short < SHORT_REQUESTS:
         return None
-    return (f"the engine ran {c.mean_running:.0f} requests at once on average (its num_requests_running) while the "
-            f"client kept {c.target_in_flight} in flight: the rest waited in the server")
+    head = (f"the engine ran {c.mean_running:.1f} requests at once on average (its num_requests_running) while the "
+            f"client kept {c.target_in_flight} in flight")
+    if c.mean_waiting is None:
+        return head + f": where the other ~{short:.0f} were is not measured (no num_requests_waiting)"
+    rest = max(0.0, short - c.mean_waiting)
+    return (head + f": {c.mean_waiting:.1f} waited in its scheduler (num_requests_waiting); the other ~{rest:.1f} were "
+            "outside it (its API server, tokenizing, in transit, or between a reply and the next send: not measured "
+            "which)")

@@ -181,6 +181,7 @@ class EngineCounters:
     client_tok_s: float | None = None  # output tokens whose chunks reached the client inside the window / window
     shortfall_pct: float | None = None  # 100 * (1 - client / engine): tokens made but not (yet) received
     mean_running: float | None = None  # the engine's num_requests_running, averaged over the point's samples
+    mean_waiting: float | None = None  # its num_requests_waiting (queued in its scheduler), averaged the same way
     target_in_flight: int | None = None  # the client's concurrency (closed loop), or None
 
 
