@@ -28,21 +28,23 @@ def say_point(name: str, res: PointResult, repeats: int) -> None:
 
 def summary(run: ServeRun) -> str:
     """The short table printed last: whole-point and steady-state throughput, latencies, status."""
-    head = (f"{'engine':<14}{'point':<12}{'status':<11}{'ok':>5}{'fail':>5}{'out tok/s':>11}{'steady':>10}"
+    repeats = run.scenario.get("load", {}).get("repeats", 1) > 1
+    rows = [(name, p, p.label + (f"#{p.repeat + 1}" if repeats else "")) for name, e in run.engines.items()
+            for p in e.points]
+    w = max([12, *(len(label) + 2 for _, _, label in rows)])  # "c=1 in=128 out=32#3" and the like fit
+    n = max([14, *(len(name) + 2 for name, _, _ in rows)])
+    head = (f"{'engine':<{n}}{'point':<{w}}{'status':<11}{'ok':>5}{'fail':>5}{'out tok/s':>11}{'steady':>10}"
             f"{'TTFT p50':>10}{'p99':>9}{'TPOT p50':>10}{'p99':>8}{'ITL p99':>9}")
     lines = [head]
-    for name, e in run.engines.items():
-        for p in e.points:
-            m = p.metrics
-            if m is None:
-                lines.append(f"{name:<14}{p.label:<12}{p.status:<11}")
-                continue
-            st = f"{p.steady.output_throughput:>10.1f}" if p.steady else f"{'-':>10}"
-            nan = float("nan")
-            label = p.label + (f"#{p.repeat + 1}" if run.scenario.get("load", {}).get("repeats", 1) > 1 else "")
-            lines.append(f"{name:<14}{label:<12}{p.status:<11}{m.completed:>5}{m.failed:>5}{m.output_throughput:>11.1f}{st}"
-                         f"{m.stat('median_ttft_ms') or nan:>10.1f}{m.stat('p99_ttft_ms') or nan:>9.1f}"
-                         f"{m.stat('median_tpot_ms') or nan:>10.2f}{m.stat('p99_tpot_ms') or nan:>8.2f}"
-                         f"{m.stat('p99_itl_ms') or nan:>9.2f}")
+    nan = float("nan")
+    for name, p, label in rows:
+        m = p.metrics
+        if m is None:
+            lines.append(f"{name:<{n}}{label:<{w}}{p.status:<11}")
+            continue
+        st = f"{p.steady.output_throughput:>10.1f}" if p.steady else f"{'-':>10}"
+        lines.append(f"{name:<{n}}{label:<{w}}{p.status:<11}{m.completed:>5}{m.failed:>5}{m.output_throughput:>11.1f}{st}"
+                     f"{m.stat('median_ttft_ms') or nan:>10.1f}{m.stat('p99_ttft_ms') or nan:>9.1f}"
+                     f"{m.stat('median_tpot_ms') or nan:>10.2f}{m.stat('p99_tpot_ms') or nan:>8.2f}"
+                     f"{m.stat('p99_itl_ms') or nan:>9.2f}")
     return "\n".join(lines) + "\n(latencies in ms; 'steady': output tok/s in the steady-state window; see run.json)"
-
