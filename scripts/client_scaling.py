@@ -5,7 +5,7 @@ processes (serve/workers.py), side by side in one run with the peers that have w
 processes (tests/fakeserver.py --processes, SO_REUSEPORT), so the server is not the limit. A benchmark, not a test.
 
   flock /tmp/llmcompare-cpu.lock .venv/bin/python scripts/client_scaling.py [--workers 1 2 4 8]
-      [--concurrency 64 256 512 1024] [--loops uvloop asyncio] [--peers guidellm inference_perf]
+      [--concurrency 64 256 512 1024] [--loops uvloop asyncio] [--peers guidellm inference_perf [--peer-workers 4 8]]
       [--client-cores 0-7] [--server-cores 8-15] [--server-processes 8] [--repeats 1]
       [--out reports/client-scaling.json]
   python scripts/client_scaling.py --table reports/client-scaling.json   (the README table of a saved run)
@@ -311,6 +311,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "reports/client-scaling.json"))
     ap.add_argument("--table", metavar="JSON", help="only print the README table of a saved result")
     a = ap.parse_args()
+    if a.peer_workers and (odd := sorted(set(a.peer_workers) - set(a.workers))):
+        ap.error(f"--peer-workers {odd}: not among --workers {a.workers} (valid: any of those)")
     if a.table:
         return print(table(json.loads(Path(a.table).read_text())))
     missing = [p for p in a.peers if cc.peer_version(p) is None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 import time
 import urllib.request
@@ -105,3 +106,9 @@ def test_a_peer_run_at_some_worker_counts_is_summarised_at_those_only():
     assert sums["sustained"]["ratio_to_first"]["llmcompare (uvloop)"] == {1: 1.0, 4: 1.125}
     text = cs.table({"rows": rows})
     assert "| guidellm | 1 |" not in text and "| guidellm | 8 | 30,000 (1.50) |" in text
+
+
+def test_peer_workers_outside_the_workers_are_refused():
+    p = subprocess.run([sys.executable, str(ROOT / "scripts/client_scaling.py"), "--workers", "1", "4",
+                        "--peer-workers", "4", "8"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--peer-workers [8]: not among --workers [1, 4]" in p.stderr, p.stderr
