@@ -92,7 +92,8 @@ def profile_stream(point: LoadPoint) -> int:
     """A profiled pass's prompts: negative, so never a point's (stream_id >= 0). It once took repeat = repeats,
     which is the next point's first repeat: a pass re-sent those prompts. On the real vLLM CPU server that stream
     made a pass hit 384 of 768 prompt tokens in the prefix cache, this one 0 (tests/test_profile.py, 2026-12-04);
-    that it caused the 22-43% hit rates vLLM logged in the H200 map's passes was not re-measured on the H200."""
+    replayed through a model of vLLM's cache it reproduces the 22-43% hit rates vLLM logged in the H200 map's
+    passes (scripts/prefix_replay.py, docs/profiling.md)."""
     return -(point.index + 1)
 
 
