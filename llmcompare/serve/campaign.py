@@ -17,8 +17,9 @@ Time estimate (printed before anything starts, and updated after every cell): se
 ready_s on file, else its kind's rough_startup_s) plus, per cell, the measured duration of the same point (same engine first,
 else another engine of the run), else a rough guess: closed loop c, n requests: n / c waves of one request's
 time (prompt, a shared prefix included, at 10,000 tok/s for the whole wave, 30 ms per output token); open loop:
-n / rate plus one request's time. Rough guesses are labelled, and scaled by measured / guessed of the cells done
-so far as the run goes.
+n / rate plus one request's time; with load.converge its max_s plus one request's time, an upper bound (the point
+sends until it converges or max_s passes, then lets its requests in flight finish). Rough guesses are labelled, and scaled by measured / guessed
+of the cells done so far as the run goes.
 """
 
 from __future__ import annotations
@@ -148,11 +149,12 @@ def _rough_s(p: LoadPoint, s: Scenario) -> float:
     i_len, o_len = (k.input_len or 512) + (k.prefix_len or 0), k.output_len or 256  # prompt tokens: prefix too
     c = k.concurrency or k.max_concurrency or 1
     one = i_len * c / ROUGH_PREFILL_TOK_PER_S + o_len * ROUGH_TPOT_S
-    most = s.load.converge.max_s if s.load.converge else 0.0  # load.converge: at most max_s (an upper bound)
+    if s.load.converge:  # it sends until converged or max_s (with requests planned to last that long: converge.py),
+        return s.load.converge.max_s + one  # then lets its requests in flight finish: an upper bound
     if k.concurrency:
-        return max(math.ceil(p.num_prompts / c) * one, s.load.min_duration_s, most)
+        return max(math.ceil(p.num_prompts / c) * one, s.load.min_duration_s)
     if k.request_rate and not math.isinf(k.request_rate):
-        return max(p.num_prompts / k.request_rate, most) + one
+        return p.num_prompts / k.request_rate + one
     return math.ceil(p.num_prompts / c) * one
 
 

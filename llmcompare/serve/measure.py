@@ -192,9 +192,11 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
     floor = await _floor(b, res)
     sampler = MetricsSampler(session, url, b.s.load.metrics_interval_s, time.perf_counter())
     pr, tel = None, Telemetry(b.s.profile.telemetry_interval_ms)
-    desc = f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else "")
-    seed = b.s.workload.seed + res.index
     cv = b.s.load.converge
+    desc = f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else "")
+    if cv:  # the bar's total is what it has at hand, an upper bound: it stops sending at one of these
+        desc += f" (until ±{100 * cv.rel_halfwidth:g}% or {cv.max_s:g} s)"
+    seed = b.s.workload.seed + res.index
     conv = converge.Converger(cv.rel_halfwidth, cv.max_s) if cv else None
     try:
         cache_before = await prefix_cache.read(session, url)  # counters: the point's own hits are the difference
@@ -250,7 +252,8 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     else:
         res.status = "complete" if res.trust.trusted else "untrusted"
     if res.steady is None:
-        res.warnings.append(f"no steady state ({why}): its verdicts use the whole point")
+        res.warnings.append(f"no steady state ({why.removeprefix('no steady state: ')}): its verdicts use the "
+                            "whole point")
     rows = steady.series(pr.records, pr.duration_s, sampler.samples)
     tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
     for row in rows:
