@@ -103,3 +103,12 @@ def test_no_crossover_says_who_wins():
     assert "no crossover" in win_map.crossover_sentence(wm, sig, loose)
     assert "A is faster than B wherever the difference is significant" in win_map.crossover_sentence(wm, sig, loose)
 
+
+
+def test_a_workload_without_lengths_is_named_by_its_dataset(tmp_path):
+    """ShareGPT-like points have no grid lengths: the map's rows and the Pareto table name the dataset
+    (reports/h200-converge's ShareGPT-like run), not a placeholder."""
+    run = ROOT / "reports/h200-converge/converge-h200-20261204-202135"
+    build_report([str(run)], str(tmp_path))
+    md = (tmp_path / "report.md").read_text()
+    assert "| synthetic-sharegpt | vllm | c=256:" in md and "(dataset)" not in md

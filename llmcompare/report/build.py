@@ -126,6 +126,12 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
     return out
 
 
+def _dataset_names(engines: dict[str, Served]) -> str:
+    """The workload datasets of the runs (a workload without lengths of its own is named by its dataset)."""
+    names = sorted({str(sv.run.scenario.get("workload", {}).get("dataset") or "") for sv in engines.values()} - {""})
+    return " / ".join(names) or "(dataset)"
+
+
 def sections(doc: Doc, out: Path, engines: dict[str, Served], kruns: list[KernelRun], baseline: str | None,
              figures: str, refs: list[dict], cross_machine: bool = False) -> None:
     """The answer and the win map first, then the details: verdicts, capacity, serve-bench, kernels."""
@@ -137,7 +143,8 @@ def sections(doc: Doc, out: Path, engines: dict[str, Served], kruns: list[Kernel
         answer_section(doc, engines, baseline, figures, cap[0], same_answer.said(engines, baseline, found),
                        cross_machine)
     if len(engines) > 1:
-        win_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures, colours, cross_machine)
+        win_map.map_section(doc, out, {lb: sv.rec for lb, sv in engines.items()}, figures, colours, cross_machine,
+                            _dataset_names(engines))
     same_answer.section(doc, engines, baseline, found)
     gaps = verdict_section(doc, out, engines, baseline, figures, colours, cross_machine) if len(engines) > 1 else {}
     if engines:

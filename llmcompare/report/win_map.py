@@ -114,7 +114,8 @@ def _cell_text(row: verdict.Row) -> str:
     return f"{g.pct:+.1f}%{interval}\n{word}"
 
 
-def heatmap_file(out: Path, wm: WinMap, sig: list[Crossover], colours: Colours | None = None) -> str:
+def heatmap_file(out: Path, wm: WinMap, sig: list[Crossover], colours: Colours | None = None,
+                 unnamed: str = "(dataset)") -> str:
     pct = [[wm.cells[(r, c)].gap.pct if (r, c) in wm.cells else None for c in range(len(wm.cols))]
            for r in range(len(wm.rows))]
     text = [[_cell_text(wm.cells[(r, c)]) if (r, c) in wm.cells else "" for c in range(len(wm.cols))]
@@ -122,7 +123,7 @@ def heatmap_file(out: Path, wm: WinMap, sig: list[Crossover], colours: Colours |
     significant = [[(r, c) in wm.cells and _signed(wm.cells[(r, c)]) != 0 for c in range(len(wm.cols))]
                    for r in range(len(wm.rows))]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"map_{wm.first}_vs_{wm.second}") + ".png"
-    return map_charts.heatmap(out / name, [r or "(dataset)" for r in wm.rows], wm.cols, pct, text,
+    return map_charts.heatmap(out / name, [r or unnamed for r in wm.rows], wm.cols, pct, text,
                               [(*x.cell, *x.next_cell) for x in sig],
                               f"{wm.first} against {wm.second}: output throughput gap % [95% interval]; "
                               "black lines: the winner changes", significant, (wm.first, wm.second), colours)
@@ -151,8 +152,9 @@ def pareto_front(pts: list[tuple[float, float, str]]) -> list[tuple[float, float
 
 
 def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str = "auto",
-                colours: Colours | None = None, cross_machine: bool = False) -> list[str]:
-    """Every pair's heatmap and crossover statement, then the Pareto fronts; returns the crossover sentences."""
+                colours: Colours | None = None, cross_machine: bool = False, unnamed: str = "(dataset)") -> list[str]:
+    """Every pair's heatmap and crossover statement, then the Pareto fronts; returns the crossover sentences.
+    `unnamed`: the row name of a workload without lengths of its own (a dataset's: its name, e.g. synthetic-sharegpt)."""
     doc.h(2, "Win map: where each engine is faster, and where the winner changes")
     names, said, colours = list(recs), [], colours or Colours(recs)
     for i, a in enumerate(names):
@@ -167,13 +169,14 @@ def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str
             sig, loose = crossovers(wm)
             said.append(crossover_sentence(wm, sig, loose) + (f" Across machines: {rows[0].machines}." if rows[0].machines else ""))
             doc.p(said[-1])
-            doc.img(heatmap_file(out, wm, sig, colours), f"{a} against {b}: output-throughput gap over the grid (rows: "
+            doc.img(heatmap_file(out, wm, sig, colours, unnamed), f"{a} against {b}: output-throughput gap over the grid (rows: "
                     "workload, columns: load), 95% interval and verdict in each cell; thick lines: crossovers")
-    pareto_section(doc, out, recs, colours)
+    pareto_section(doc, out, recs, colours, unnamed)
     return said
 
 
-def pareto_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], colours: Colours | None = None) -> None:
+def pareto_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], colours: Colours | None = None,
+                   unnamed: str = "(dataset)") -> None:
     panels: dict[str, dict] = {}
     for name, rec in recs.items():
         for wl, pts in pareto_points(rec).items():
@@ -186,5 +189,5 @@ def pareto_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], colours: 
             "Per engine and workload cell, the Pareto front of per-user output tok/s (1000 / mean TPOT) against "
             "total output tok/s")
     doc.table(["workload", "engine", "Pareto front (load: total tok/s, per-user tok/s)"],
-              [[wl or "(dataset)", n, "; ".join(f"{lb}: {x:,.0f}, {y:,.1f}" for x, y, lb in f)]
+              [[wl or unnamed, n, "; ".join(f"{lb}: {x:,.0f}, {y:,.1f}" for x, y, lb in f)]
                for wl, per in fronts.items() for n, f in per.items()])
