@@ -1,4 +1,5 @@
 import copy
+import math
 import re
 from pathlib import Path
 
@@ -259,6 +260,12 @@ def test_the_estimate_says_how_long_the_capacity_searchs_first_probe_takes(tmp_p
 
     s = load_with(tmp_path, lambda d: d.update(slo={"ttft_ms": 100})
                   or d["load"].update(concurrency=[], capacity={"min_rate": 0.05}))
-    _, line = campaign.estimate(s, campaign.Campaign([], {"v": {}}), None)
-    assert "capacity search of up to 12 probes x 1 repeat(s), not in this estimate (the first probe, at 0.05 req/s, " \
-           "about 0m40s a repeat)" in line  # 2 requests at 0.05 req/s
+    prog, line = campaign.estimate(s, campaign.Campaign([], {"v": {}}), None)
+    assert "capacity search of up to 12 probes x 1 repeat(s), not in this estimate: the first probe, at 0.05 req/s, " \
+           "about 0m40s a repeat" in line  # 2 requests at 0.05 req/s
+    # 0.05, 0.1, ... 51.2, then max_rate: 12 probes at most; each 2 requests (num_prompts) or 1 s (min_duration_s)
+    probes = [0.05 * 2 ** i for i in range(11)] + [s.load.capacity.max_rate]
+    doubling = sum(max(2, math.ceil(r * s.load.min_duration_s)) / r for r in probes)
+    assert f"doubling to {s.load.capacity.max_rate:g} req/s without a failing probe, 12 probes, about " \
+           f"{campaign._hms(doubling)}" in line
+    assert prog.startups_s > 0 and "server start-ups 0m00s" not in line  # the search's engine still starts

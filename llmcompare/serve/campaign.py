@@ -209,11 +209,12 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     by_index = {p.index: p for p in camp.plan}
     guess, starts_s, rough_starts = {}, 0.0, 0
     for name, cells in camp.todo.items():
-        if not cells:
+        if not cells and not s.load.capacity:
             continue
         launched = registry.kind(s.engine(name).kind).command is not None
         per_repeat = s.load.restart_between_repeats or s.load.interleave
-        n_starts = (len(camp.repeats(name)) if per_repeat else 1) if launched else 0
+        # an engine with a capacity search and no cells to do still starts once for the search
+        n_starts = (max(len(camp.repeats(name)), 1) if per_repeat and cells else 1) if launched else 0
         t, measured = _startup_s(saved.engines.get(name) if saved else None, s.engine(name).kind)
         starts_s += n_starts * t
         rough_starts += 0 if measured else n_starts
@@ -230,12 +231,30 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     if n_rough:
         line += (f"; rough: {ROUGH_TPOT_S * 1000:.0f} ms per output token, prompts at "
                  f"{ROUGH_PREFILL_TOK_PER_S:,.0f} tok/s, warm-ups not counted")
-    if cap := s.load.capacity:  # its first probe, at min_rate (scenario/rules.py bounds it), sends n requests
-        first_s = max(s.workload.num_prompts, math.ceil(cap.min_rate * s.load.min_duration_s)) / cap.min_rate
+    if cap := s.load.capacity:
         line += (f"; then per engine a capacity search of up to {cap.max_probes} probes x {s.load.repeats} "
-                 f"repeat(s), not in this estimate (the first probe, at {cap.min_rate:g} req/s, about "
-                 f"{_hms(first_s)} a repeat)")
+                 f"repeat(s), not in this estimate: {_capacity_text(s)}")
     return prog, line
+
+
+def _capacity_text(s: Scenario) -> str:
+    """The capacity search's probes as serve/capacity_search.py sizes them (n requests at rate r: n / r seconds,
+    n = max(num_prompts, r x min_duration_s)): the first one's time, and the doubling's if no probe fails."""
+    cap = s.load.capacity
+
+    def probe_s(r: float) -> float:
+        return min(max(s.workload.num_prompts, math.ceil(r * s.load.min_duration_s)),
+                   s.load.max_prompts_per_point) / r
+
+    rates, r = [], cap.min_rate
+    while r < cap.max_rate and len(rates) < cap.max_probes:
+        rates.append(r)
+        r *= 2
+    rates = (rates + [cap.max_rate])[: cap.max_probes]
+    return (f"the first probe, at {cap.min_rate:g} req/s, about {_hms(probe_s(cap.min_rate))} a repeat; doubling "
+            f"to {cap.max_rate:g} req/s without a failing probe, {len(rates)} probes, about "
+            f"{_hms(s.load.repeats * sum(probe_s(x) for x in rates))}; then bisection probes near the first rate "
+            "that fails")
 
 
 def resume_note(saved: ServeRun, argv: list[str], todo: dict, host: dict) -> dict:
