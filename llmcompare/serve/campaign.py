@@ -18,8 +18,9 @@ ready_s on file, else its kind's rough_startup_s) plus, per cell, the measured d
 else another engine of the run), else a rough guess: closed loop c, n requests: n / c waves of one request's
 time (prompt, a shared prefix included, at 10,000 tok/s for the whole wave, 30 ms per output token); open loop:
 n / rate plus one request's time; with load.converge its max_s plus one request's time, an upper bound (the point
-sends until it converges or max_s passes, then lets its requests in flight finish). Rough guesses are labelled, and scaled by measured / guessed
-of the cells done so far as the run goes.
+sends until it converges or max_s passes, then lets its requests in flight finish). Rough guesses are labelled,
+and scaled by measured / guessed of the cells done so far as the run goes. A capacity search is estimated apart:
+its first probe, and its doubling phase if no probe fails (probes sized as serve/capacity_search.py sizes them).
 """
 
 from __future__ import annotations
