@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
-import json
 import lzma
 import re
 import tempfile
@@ -41,6 +40,7 @@ from pathlib import Path
 from llmcompare.schema import request_lines
 from llmcompare.schema.codec import record
 from llmcompare.schema.files import load_run
+from llmcompare.schema.run import ServeRun
 from llmcompare.schema.scenario import Workload
 from llmcompare.serve.measure import profile_stream, stream_id
 from llmcompare.workload.prompts import Prompts, load_tokenizer
@@ -84,14 +84,13 @@ def _scheduled_s(dispatch_s: float, ttft_ms: float | None) -> float:
     return dispatch_s + (ttft_ms / 1000.0 if ttft_ms is not None else 0.0)
 
 
-def sent_requests(run_dir: Path, engine: str, rule: str) -> list[tuple[dt.datetime, int, int, int, int, str]]:
+def sent_requests(run: ServeRun, engine: str, rule: str) -> list[tuple[dt.datetime, int, int, int, int, str]]:
     """Every request the run sent to the engine, by time: (time, stream, index in stream, prompt tokens, output
     tokens asked for, phase)."""
-    run = load_run(run_dir)
     s = types.SimpleNamespace(load=types.SimpleNamespace(**{k: run.scenario["load"][k]
                                                            for k in ("repeats", "max_attempts")}))
     warm_n = run.scenario["load"].get("warmup_requests", 0)
-    e, lines = run.engines[engine], request_lines.records(run_dir, engine)
+    e, lines = run.engines[engine], request_lines.records(run.dir, engine)
     out = []
     for p in e.points:
         pt, t0 = types.SimpleNamespace(index=p.index), _utc(p.started_at)
@@ -101,14 +100,12 @@ def sent_requests(run_dir: Path, engine: str, rule: str) -> list[tuple[dt.dateti
         sid = stream_id(pt, p.repeat, p.attempt, False, s)
         out += [(t0 + dt.timedelta(seconds=_scheduled_s(r.dispatch_s, r.ttft_ms)), sid, r.index, r.prompt_len,
                  r.output_len, f"point {p.label} r{p.repeat}") for r in lines.get((p.index, p.repeat, p.attempt), [])]
-    passes = {}
-    for rec in (json.loads(x) for x in _text(run_dir / f"{engine}.profile.requests.jsonl").splitlines() if x):
-        passes.setdefault(rec["point"], []).append(rec)
+    passes = request_lines.pass_records(run.dir, engine)
     for prof in e.profiles:
         pt, t0 = types.SimpleNamespace(index=prof.index), _utc(prof.started_at)
         sid = stream_id(pt, s.load.repeats, 1, False, s) if rule == "old" else profile_stream(pt)
-        out += [(t0 + dt.timedelta(seconds=_scheduled_s(r["dispatch_s"], r.get("ttft_ms"))), sid, r["index"],
-                 r["prompt_len"], r["output_len"], f"pass {prof.label}") for r in passes.get(prof.index, [])]
+        out += [(t0 + dt.timedelta(seconds=_scheduled_s(r.dispatch_s, r.ttft_ms)), sid, r.index, r.prompt_len,
+                 r.output_len, f"pass {prof.label}") for r in passes.get(prof.index, [])]
     return sorted(out, key=lambda x: x[0])
 
 
@@ -143,13 +140,16 @@ class PrefixCache:
 
 def replay(run_dir: Path, engine: str, rule: str, tokenizer_dir: str, block_size: int, kv_tokens: int | None = None):
     run = load_run(run_dir)
-    year = _utc(run.created_at).year
-    logged, starts, kv = server_log(run_dir, engine, year)
+    if engine not in run.engines:
+        raise SystemExit(f"{run_dir}: no engine {engine!r}; valid: {', '.join(run.engines)}")
+    if (dataset := run.scenario["workload"].get("dataset")) != "random":
+        raise SystemExit(f"{run_dir}: workload.dataset is {dataset!r}; the replay rebuilds prompts of 'random' only")
+    logged, starts, kv = server_log(run_dir, engine, _utc(run.created_at).year)
     kv = kv_tokens or kv
     if kv is None:
         raise SystemExit(f"{run_dir}/{engine}.server.log: no 'GPU KV cache size' line (is {engine} a vLLM server?)")
     prompts = Prompts(record(Workload, run.scenario["workload"]), load_tokenizer(tokenizer_dir))
-    sent = sent_requests(run_dir, engine, rule)
+    sent = sent_requests(run, engine, rule)
     need: dict[tuple[int, int], int] = {}
     for _, sid, i, L, _, _ in sent:
         need[sid, L] = max(need.get((sid, L), 0), i + 1)

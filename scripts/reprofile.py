@@ -10,31 +10,20 @@ A run's README says when it was applied. Nothing else in run.json changes.
 from __future__ import annotations
 
 import argparse
-import json
-import lzma
 from pathlib import Path
-from types import SimpleNamespace
 
 from llmcompare.profile.timeline import analyze
+from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run, write_json
 from llmcompare.serve.capture import set_window_phase
-
-
-def pass_records(run_dir: Path, engine: str, index: int) -> list:
-    """The profiled pass's request lines of a point (<engine>.profile.requests.jsonl, or its .xz)."""
-    for f, opener in ((run_dir / f"{engine}.profile.requests.jsonl", open),
-                      (run_dir / f"{engine}.profile.requests.jsonl.xz", lzma.open)):
-        if f.exists():
-            with opener(f, "rt") as fi:
-                return [SimpleNamespace(**d) for line in fi if (d := json.loads(line)).get("point") == index]
-    return []
 
 
 def reprofile(run_dir: str, anchor: str | None) -> None:
     run = load_run(run_dir)
     for name, e in run.engines.items():
+        passes = request_lines.pass_records(run.dir, name)
         for prof in e.profiles:
-            recs = pass_records(Path(run.dir), name, prof.index)
+            recs = passes.get(prof.index, [])
             if len(recs) == prof.requests and prof.window_s:  # one pass of the point on file: its window's phase
                 set_window_phase(prof, recs)
                 print(f"{name} {prof.label}: {prof.window_prefill_share} of the requests in flight mid-window "

@@ -67,3 +67,12 @@ def test_the_old_pass_stream_reproduces_the_rates_vllm_logged_on_the_h200(tmp_pa
     assert max(pct for _, pct in logged) == pytest.approx(43.4)
     _, served_new, _ = pr.replay(RUN, "vllm", "new", str(tmp_path), 16)
     assert all(pr.window_rate(served_new, when)[0] == 0.0 for when, _ in logged)
+
+
+def test_the_passes_request_lines_are_read_per_point():
+    from llmcompare.schema import request_lines
+
+    passes = request_lines.pass_records(RUN, "vllm")  # the committed .xz: c=64's pass, then c=256's
+    assert {k: len(v) for k, v in passes.items()} == {0: 256, 1: 1024}
+    assert passes[0][0].prompt_len == 1024 and passes[0][0].ttft_ms is not None
+    assert request_lines.pass_records(RUN, "no-such-engine") == {}

@@ -183,3 +183,21 @@ def test_files_written_before_the_rule_still_read():
     p = record(PointResult, old)
     assert p.steady.rule == "" and p.steady.converged is None and p.steady.halfwidth_tok_s is None
     assert p.no_steady is None and p.converge_stop is None
+
+
+def test_a_reason_is_worded_once_in_new_and_older_files():
+    """MSER-5's reason began "no steady state: " before 2026-12-05, and the warning and the verdict put "no steady
+    state (...)" around it: new reasons lack it, and reading an older run drops it (schema/upgrade.py)."""
+    from pathlib import Path
+
+    from llmcompare.analysis import verdict
+    from llmcompare.schema.files import load_run
+
+    trend = np.linspace(50, 150, 300) + np.random.default_rng(2).normal(0, 3, 300)
+    assert mser.truncate(trend).why_not.startswith("MSER-5's minimum lies in the second half")
+    run_dir = Path(__file__).resolve().parents[1] / "reports/h200-converge/converge-h200-20261204-200123"
+    assert "no steady state: MSER-5" in (run_dir / "run.json").read_text()  # as that run wrote it
+    tm = load_run(run_dir).engines["turbomind"]
+    assert tm.points[1].no_steady.startswith("MSER-5's minimum lies in the second half (batch 7 of 13)")
+    (row,) = verdict.compare(load_run(run_dir).engines["vllm"], tm, cross_machine=True)
+    assert "has no steady state (MSER-5's minimum" in row.why

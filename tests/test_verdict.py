@@ -225,10 +225,10 @@ def test_the_verdict_uses_the_steady_rate_says_why_and_keeps_the_whole_point_bes
     assert "every repeat of both engines has a steady state" in row.why
     assert row.whole is not None and row.whole.pct == pytest.approx(100 * (81 / 101 - 1))
     # one repeat of b without a steady state: both engines fall back to whole points, and the row says which and why
-    b.points[1] = mser_point(0, 1, 81.0, 0.0, no_steady="no steady state: MSER-5's minimum lies in the second half")
+    b.points[1] = mser_point(0, 1, 81.0, 0.0, no_steady="MSER-5's minimum lies in the second half")
     (row,) = verdict.compare(b, a)
     assert row.candidate.source == "whole point" and row.baseline.source == "whole point" and row.whole is None
-    assert row.why == "b repeat 2 has no steady state (MSER-5's minimum lies in the second half)"  # said once
+    assert row.why == "b repeat 2 has no steady state (MSER-5's minimum lies in the second half)"
 
 
 def test_one_run_uses_the_rules_own_half_width():

@@ -93,7 +93,7 @@ def truncate(x: np.ndarray | list[float]) -> Truncation:
     curve = mser_curve(z)[: 3 * k // 4 + 1]
     d = int(np.argmin(curve))
     if d > k // 2:
-        return Truncation(None, k, d, f"no steady state: MSER-5's minimum lies in the second half (batch {d} of "
+        return Truncation(None, k, d, f"MSER-5's minimum lies in the second half (batch {d} of "
                                       f"{k}); the rate is still moving")
     return Truncation(lead + d * BATCH, k, d)
 

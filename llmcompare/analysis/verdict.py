@@ -185,8 +185,7 @@ def why_figure(cand: str, cp: list[PointResult], base: str, bp: list[PointResult
         return "whole points asked for (--figures whole)"
     for name, pts in ((cand, cp), (base, bp)):
         if bad := next((p for p in pts if p.steady is None), None):
-            # MSER-5's reason begins "no steady state: " (the report's steady-state column shows it as stored)
-            why = (bad.no_steady or "no steady-state window on file").removeprefix("no steady state: ")
+            why = bad.no_steady or "no steady-state window on file"
             return f"{name} repeat {bad.repeat + 1} has no steady state ({why})"
     return "a steady-state figure is missing for this metric"
 

@@ -129,7 +129,7 @@ def build_report(paths: list[str], out_dir: str | None = None, baseline: str | N
 def _dataset_names(engines: dict[str, Served]) -> str:
     """The workload datasets of the runs (a workload without lengths of its own is named by its dataset)."""
     names = sorted({str(sv.run.scenario.get("workload", {}).get("dataset") or "") for sv in engines.values()} - {""})
-    return " / ".join(names) or "(dataset)"
+    return " / ".join(names) or win_map.UNNAMED
 
 
 def sections(doc: Doc, out: Path, engines: dict[str, Served], kruns: list[KernelRun], baseline: str | None,

@@ -25,6 +25,8 @@ from llmcompare.report.charts import Colours
 from llmcompare.report.doc import Doc
 from llmcompare.schema.run import EngineRecord
 
+UNNAMED = "(dataset)"  # the row of a workload without lengths of its own when its dataset is not known
+
 
 @dataclass
 class WinMap:
@@ -45,6 +47,7 @@ class Crossover:
     next_cell: tuple[int, int]
     before: verdict.Row
     after: verdict.Row
+
 
 
 def win_map(first: str, second: str, rows: list[verdict.Row]) -> WinMap:
@@ -115,7 +118,7 @@ def _cell_text(row: verdict.Row) -> str:
 
 
 def heatmap_file(out: Path, wm: WinMap, sig: list[Crossover], colours: Colours | None = None,
-                 unnamed: str = "(dataset)") -> str:
+                 unnamed: str = UNNAMED) -> str:
     pct = [[wm.cells[(r, c)].gap.pct if (r, c) in wm.cells else None for c in range(len(wm.cols))]
            for r in range(len(wm.rows))]
     text = [[_cell_text(wm.cells[(r, c)]) if (r, c) in wm.cells else "" for c in range(len(wm.cols))]
@@ -152,7 +155,7 @@ def pareto_front(pts: list[tuple[float, float, str]]) -> list[tuple[float, float
 
 
 def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str = "auto",
-                colours: Colours | None = None, cross_machine: bool = False, unnamed: str = "(dataset)") -> list[str]:
+                colours: Colours | None = None, cross_machine: bool = False, unnamed: str = UNNAMED) -> list[str]:
     """Every pair's heatmap and crossover statement, then the Pareto fronts; returns the crossover sentences.
     `unnamed`: the row name of a workload without lengths of its own (a dataset's: its name, e.g. synthetic-sharegpt)."""
     doc.h(2, "Win map: where each engine is faster, and where the winner changes")
@@ -176,7 +179,7 @@ def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str
 
 
 def pareto_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], colours: Colours | None = None,
-                   unnamed: str = "(dataset)") -> None:
+                   unnamed: str = UNNAMED) -> None:
     panels: dict[str, dict] = {}
     for name, rec in recs.items():
         for wl, pts in pareto_points(rec).items():

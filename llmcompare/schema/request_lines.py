@@ -76,6 +76,21 @@ def records(run_dir: str | Path, engine: str) -> dict[Cell, list[RequestRecord]]
     return out
 
 
+def pass_records(run_dir: str | Path, engine: str) -> dict[int, list[RequestRecord]]:
+    """One engine's profiled passes' request records (<engine>.profile.requests.jsonl, or its .xz), per point
+    index (serve/capture.py tags each line with its point); a line that is not a whole record is left out."""
+    out: dict[int, list[RequestRecord]] = {}
+    for name in (f"{engine}.profile.requests.jsonl", f"{engine}.profile.requests.jsonl.xz"):
+        path = Path(run_dir) / name
+        for line in _lines(path) if path.is_file() else ():
+            try:
+                d = json.loads(line)
+                out.setdefault(int(d["point"]), []).append(record(RequestRecord, d))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out
+
+
 def attach(run: ServeRun) -> ServeRun:
     """Sets every point's requests_on_file from the run's directory (the report's reader calls this)."""
     for name, rec in run.engines.items():

@@ -5,6 +5,8 @@ what they did (run.ServeRun.from_json applies them in order; the caller's dict i
   /2 -> /3                points did not carry their workload lengths
   shared-prefix (any /3)  points did not carry prefix_len / num_prefixes (before they could be grid axes)
   machine (any)           engine records did not carry their machine: the run's host stands for it
+  no_steady (any)         MSER-5's reason began "no steady state: ", which every place that shows it says first
+                          (before 2026-12-05): dropped
 """
 
 from __future__ import annotations
@@ -19,7 +21,21 @@ def upgrade(d: dict) -> dict:
         d = _serve_v1(d)
     if d.get("schema") in ("llmcompare.serve-bench/1", "llmcompare.serve-bench/2"):
         d = _serve_v2(d)
-    return _machines(_shared_prefix_cells(d))
+    return _no_steady_reasons(_machines(_shared_prefix_cells(d)))
+
+
+def _no_steady_reasons(d: dict) -> dict:
+    """Points' no_steady as MSER-5 words it now: without the "no steady state: " it began with before 2026-12-05."""
+    old = "no steady state: "
+    points = [p for e in d.get("engines", {}).values() for p in e.get("points", [])]
+    if not any(str(p.get("no_steady") or "").startswith(old) for p in points):
+        return d
+    d = json.loads(json.dumps(d))  # the caller's dict is left as it was
+    for e in d["engines"].values():
+        for p in e.get("points", []):
+            if str(p.get("no_steady") or "").startswith(old):
+                p["no_steady"] = p["no_steady"][len(old):]
+    return d
 
 
 def _machines(d: dict) -> dict:

@@ -252,8 +252,7 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     else:
         res.status = "complete" if res.trust.trusted else "untrusted"
     if res.steady is None:
-        res.warnings.append(f"no steady state ({why.removeprefix('no steady state: ')}): its verdicts use the "
-                            "whole point")
+        res.warnings.append(f"no steady state ({why}): its verdicts use the whole point")
     rows = steady.series(pr.records, pr.duration_s, sampler.samples)
     tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
     for row in rows:
