@@ -206,5 +206,11 @@ def test_two_client_processes_against_real_vllm_with_its_own_token_counters(tmp_
         # and the point is untrusted for it exactly when the shortfall passes the product's tolerance
         said = [r for r in pt["trust"]["reasons"] if "the client received" in r]
         assert bool(said) == (c["shortfall_pct"] > agreement.TOLERANCE_PCT), (c, pt["trust"])
+        # vLLM's own time to first token over the window (its histogram's sum / count), beside the client's mean
+        # for the requests whose first token reached it in the window: the engine's clock starts after the
+        # client's send and stops before the client's read, so it is not longer (a unit slip would be 1000x off)
+        assert c["engine_mean_ttft_ms"] is not None and c["engine_mean_ttft_ms"] > 0, c
+        if c["client_mean_ttft_ms"] is not None:
+            assert c["engine_mean_ttft_ms"] <= 1.5 * c["client_mean_ttft_ms"] + 50, c
     lines = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()]
     assert sorted(x["index"] for x in lines if x["attempt"] == 1) == list(range(24))

@@ -51,7 +51,7 @@ def test_serve_table_equals_the_run_files(report):
                          fmt(m["output_throughput"]), "–", "–", "–", fmt(m["median_ttft_ms"]), fmt(m["p99_ttft_ms"]),
                          fmt(m["median_tpot_ms"]), fmt(m["p99_tpot_ms"]), fmt(m["median_itl_ms"]), fmt(m["p99_itl_ms"]),
                          "–", fmt(p["server_metrics"].get("mean_num_requests_running")),
-                         "–", "–", "–", "–", ""])  # a /1 file: no prefix-cache or engine token counters, workers
+                         "–", "–", "–", "–", "–", ""])  # a /1 file: no prefix cache, workers, engine counters or TTFT split
     assert rows == want
 
 

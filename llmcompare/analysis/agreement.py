@@ -16,6 +16,15 @@ last of those samples bound it, and it needs MIN_WINDOW_S.
                           num_requests_waiting (queued in its scheduler: for a batch slot or KV cache) where it
                           exports it. Where the others were (its API server, tokenizing, in transit, or between
                           a reply and the client's next send) is not measured.
+  time to first token     where the engine exports per-request histograms (vLLM): the window's increase of each
+                          one's _sum / increase of its _count, in ms: its own TTFT (from its API server's arrival
+                          stamp to its processing of the first token), queue (waiting in its scheduler) and prefill
+                          (scheduled to first token; vLLM observes queue and prefill when a request finishes, so
+                          they are of the requests finished in the window), beside the client's mean TTFT of the
+                          requests whose first token reached it inside the window. Client minus engine is time
+                          outside the engine's clock: before its arrival stamp (HTTP handling; tokenizing, where
+                          the version stamps after it) or after its first token was processed (the event's write,
+                          transit, the client's read); the histograms do not split it further.
 """
 
 from __future__ import annotations
@@ -60,7 +69,30 @@ def compare(samples: Sequence[tuple[float, dict[str, float]]], records: Sequence
     out.client_tok_s = tokens_between([r for r in records if r.success], a, b) / span
     if out.engine_generation_tok_s > 0:
         out.shortfall_pct = 100.0 * (1.0 - out.client_tok_s / out.engine_generation_tok_s)
+    _ttft_split(out, va, vb, records, a, b)
     return out
+
+
+def _mean_ms(va: dict[str, float], vb: dict[str, float], name: str) -> float | None:
+    """A histogram's mean over the window in ms: increase of <name>_seconds_sum / increase of its _count."""
+    s, n = f"{name}_seconds_sum", f"{name}_seconds_count"
+    if not all(k in v for k in (s, n) for v in (va, vb)) or vb[n] - va[n] <= 0:
+        return None
+    return 1000.0 * (vb[s] - va[s]) / (vb[n] - va[n])
+
+
+def _ttft_split(out: EngineCounters, va: dict[str, float], vb: dict[str, float], records: Sequence[RequestRecord],
+                a: float, b: float) -> None:
+    """The engine's own TTFT, queue and prefill means over the window (a, b], and the client's mean TTFT of the
+    requests whose first token reached it in that window (the population the engine's TTFT histogram observed)."""
+    out.engine_mean_ttft_ms = _mean_ms(va, vb, "time_to_first_token")
+    if out.engine_mean_ttft_ms is None:
+        return
+    out.engine_mean_queue_ms = _mean_ms(va, vb, "request_queue_time")
+    out.engine_mean_prefill_ms = _mean_ms(va, vb, "request_prefill_time")
+    firsts = [r.ttft_ms for r in records
+              if r.success and r.ttft_ms is not None and a < r.dispatch_s + r.ttft_ms / 1000.0 <= b]
+    out.client_mean_ttft_ms = sum(firsts) / len(firsts) if firsts else None
 
 
 def reasons(c: EngineCounters | None) -> list[str]:
@@ -85,6 +117,20 @@ def running_note(c: EngineCounters | None) -> str | None:
     if c.mean_waiting is None:
         return head + f": where the other ~{short:.0f} were is not measured (no num_requests_waiting)"
     rest = max(0.0, short - c.mean_waiting)
+    where = ttft_text(c)
     return (head + f": {c.mean_waiting:.1f} waited in its scheduler (num_requests_waiting); the other ~{rest:.1f} were "
-            "outside it (its API server, tokenizing, in transit, or between a reply and the next send: not measured "
-            "which)")
+            "outside it (its API server, tokenizing, in transit, or between a reply and the next send" +
+            (f"). {where}" if where else ": not measured which)"))
+
+
+def ttft_text(c: EngineCounters | None) -> str | None:
+    """The client's mean TTFT against the engine's own over the window, in words; None where not measured."""
+    if c is None or c.engine_mean_ttft_ms is None or c.client_mean_ttft_ms is None:
+        return None
+    parts = [f"{label} {v:.0f} ms" for label, v in (("queued", c.engine_mean_queue_ms),
+                                                   ("prefill", c.engine_mean_prefill_ms)) if v is not None]
+    inside = f" ({', '.join(parts)})" if parts else ""
+    return (f"Time to first token over the window: the client's mean {c.client_mean_ttft_ms:.0f} ms, the engine's own "
+            f"{c.engine_mean_ttft_ms:.0f} ms{inside}: ~{c.client_mean_ttft_ms - c.engine_mean_ttft_ms:.0f} ms a request "
+            "outside the engine's clock (before its arrival stamp: HTTP handling or tokenizing; or after its first "
+            "token: the event's write, transit, the client's read; not split further)")

@@ -144,12 +144,21 @@ def steady_note(p) -> str | None:
 
 def _counters(p) -> list:
     """client processes; the engine's own generation tok/s over the compared window and the client's shortfall
-    against it, in % (analysis/agreement.py); None where not measured (older files, no counters)."""
+    against it, in %; the mean TTFT over that window, the client's / the engine's own (its queue + prefill)
+    (analysis/agreement.py); None where not measured (older files, no counters)."""
     c = p.engine_counters
     workers = p.client.get("workers") if p.client else None
     if c is None or not c.reported:
-        return [workers, "not reported" if c is not None else None, None]
-    return [workers, c.engine_generation_tok_s, c.shortfall_pct]
+        return [workers, "not reported" if c is not None else None, None, None]
+    return [workers, c.engine_generation_tok_s, c.shortfall_pct, _ttft_cell(c)]
+
+
+def _ttft_cell(c) -> str | None:
+    """'client / engine (queued + prefill)' mean TTFT ms over the compared window; None where not measured."""
+    if c.engine_mean_ttft_ms is None or c.client_mean_ttft_ms is None:
+        return None
+    inner = " + ".join(f"{v:,.0f}" for v in (c.engine_mean_queue_ms, c.engine_mean_prefill_ms) if v is not None)
+    return f"{c.client_mean_ttft_ms:,.0f} / {c.engine_mean_ttft_ms:,.0f}" + (f" ({inner})" if inner else "")
 
 
 def serve_details(doc: Doc, out: Path, engines: dict, refs: list[dict], colours: charts.Colours | None = None) -> None:
@@ -184,7 +193,7 @@ def serve_details(doc: Doc, out: Path, engines: dict, refs: list[dict], colours:
                "steady ± tok/s", "steady state",
                "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p50 ms", "ITL p99 ms",
                "tokens/chunk", "running (engine)", "prefix cache hit %", "client processes", "engine gen tok/s",
-               "client shortfall %", "why untrusted"], rows)
+               "client shortfall %", "TTFT mean ms: client / engine (queued + prefill)", "why untrusted"], rows)
     gone = [[lb, key.label, why] for lb, sv in engines.items()
             for key, why in sorted(verdict.left_out(sv.rec).items(), key=lambda kv: verdict.point_order(kv[0]))]
     if gone:

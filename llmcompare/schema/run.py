@@ -183,6 +183,16 @@ class EngineCounters:
     mean_running: float | None = None  # the engine's num_requests_running, averaged over the point's samples
     mean_waiting: float | None = None  # its num_requests_waiting (queued in its scheduler), averaged the same way
     target_in_flight: int | None = None  # the client's concurrency (closed loop), or None
+    # Where a request's time to first token goes, over the same window (None: the engine exports no such histogram,
+    # or a file written before 2026-12-05): the engine's own time_to_first_token histogram (vLLM: from its API
+    # server's arrival stamp to its processing of the first token), its queue (waiting in the scheduler) and prefill
+    # (scheduled to first token) histograms (vLLM observes those two when a request finishes), each as the window's
+    # increase of _sum / increase of _count, in ms; the client's mean TTFT of the requests whose first token reached
+    # it inside the window
+    engine_mean_ttft_ms: float | None = None
+    engine_mean_queue_ms: float | None = None
+    engine_mean_prefill_ms: float | None = None
+    client_mean_ttft_ms: float | None = None
 
 
 @dataclass

@@ -15,8 +15,12 @@ import aiohttp
 # SGLang 0.5.15 (--enable-metrics; srt/observability/metrics_collector.py): sglang:num_running_reqs,
 # sglang:num_queue_reqs, sglang:token_usage (KV tokens in use / the pool, a fraction as vLLM's), and the same two
 # token counters; its names are read as vLLM's (RENAME)
+# and three of vLLM's per-request histograms, their _sum and _count only (analysis/agreement.py: the time to first
+# token split into the engine's part and the rest): vllm:time_to_first_token_seconds, vllm:request_queue_time_seconds,
+# vllm:request_prefill_time_seconds (vLLM 0.26-0.32, v1/metrics/loggers.py)
 WANTED = re.compile(r"^[a-z_]+:(num_requests_running|num_requests_waiting|kv_cache_usage_perc|gpu_cache_usage_perc"
-                    r"|generation_tokens_total|prompt_tokens_total|num_running_reqs|num_queue_reqs|token_usage)$")
+                    r"|generation_tokens_total|prompt_tokens_total|num_running_reqs|num_queue_reqs|token_usage"
+                    r"|(time_to_first_token|request_queue_time|request_prefill_time)_seconds_(sum|count))$")
 RENAME = {"gpu_cache_usage_perc": "kv_cache_usage_perc", "num_running_reqs": "num_requests_running",
           "num_queue_reqs": "num_requests_waiting", "token_usage": "kv_cache_usage_perc"}
 
@@ -31,7 +35,8 @@ def parse_prometheus(text: str) -> dict[str, float]:
     for line in text.splitlines():
         # cheap substring tests first: a /metrics page holds thousands of histogram lines we do not want
         if line.startswith("#") or not ("num_requests_" in line or "cache_usage_perc" in line or "_reqs" in line
-                                        or "tokens_total" in line or "token_usage" in line) or "\ufffd" in line:
+                                        or "tokens_total" in line or "token_usage" in line or "seconds_sum" in line
+                                        or "seconds_count" in line) or "\ufffd" in line:
             continue
         m = _LINE.match(line)
         if not m or not WANTED.match(m.group(1)):
@@ -92,6 +97,6 @@ class MetricsSampler:
     def summary(self) -> dict[str, float]:
         """Time-averaged value of each gauge over the samples (the batch the engine ran, on average); the token
         counters are compared with the client's in analysis/agreement.py instead."""
-        keys = {k for _, v in self.samples for k in v if not k.endswith("_total")}
+        keys = {k for _, v in self.samples for k in v if not k.endswith(("_total", "_sum", "_count"))}
         return {f"mean_{k}": sum(v.get(k, 0.0) for _, v in self.samples) / len(self.samples)
                 for k in sorted(keys)} if self.samples else {}
