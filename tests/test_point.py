@@ -175,16 +175,20 @@ class StopAfter(converge.Converger):
         self.seen += 1
 
 
-def test_load_converge_stops_sending_and_lets_the_requests_in_flight_finish(server):
+def test_load_converge_stops_sending_and_lets_the_requests_in_flight_finish(server, capsys):
     conv = StopAfter(6)
 
     async def go():
         req = loadgen.Request(f"{server}/v1/completions", fakeserver.MODEL, body_template(GREEDY, True), 30.0)
         async with aiohttp.ClientSession() as s:
-            return await loadgen.run_point(s, req, LoadKey(concurrency=2), specs(2000, 32), conv=conv)
+            return await loadgen.run_point(s, req, LoadKey(concurrency=2), specs(2000, 32), conv=conv,
+                                           desc="p (until ±2% or 600 s)")
 
     pr = asyncio.run(go())
     assert pr.converge_stop == "converged" and 6 <= len(pr.records) < 2000
+    # its bar counts requests without a total: the 2,000 at hand are only an upper bound (no "/2000", no ETA)
+    bar = capsys.readouterr().err
+    assert "p (until ±2% or 600 s)" in bar and "req" in bar and "/2000" not in bar, bar
     assert not pr.partial and pr.unfinished == 0  # not due: the point is complete with what it sent
     assert all(r.success and not r.cut_off for r in pr.records)
 

@@ -194,7 +194,7 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
     pr, tel = None, Telemetry(b.s.profile.telemetry_interval_ms)
     cv = b.s.load.converge
     desc = f"{name} {res.label}" + (f" #{res.repeat + 1}" if b.s.load.repeats > 1 else "")
-    if cv:  # the bar's total is what it has at hand, an upper bound: it stops sending at one of these
+    if cv:  # it stops sending at one of these; the bar shows no total (loadgen.progress)
         desc += f" (until ±{100 * cv.rel_halfwidth:g}% or {cv.max_s:g} s)"
     seed = b.s.workload.seed + res.index
     conv = converge.Converger(cv.rel_halfwidth, cv.max_s) if cv else None
