@@ -215,6 +215,6 @@ def test_two_client_processes_against_real_vllm_with_its_own_token_counters(tmp_
         if firsts[-1] > firsts[0]:  # first tokens inside the window: the split is measured
             assert c["engine_mean_ttft_ms"] is not None and c["engine_mean_ttft_ms"] > 0, c
             assert c["client_mean_ttft_ms"] is not None, c
-            assert c["engine_mean_ttft_ms"] <= 1.5 * c["client_mean_ttft_ms"] + 50, c
+            assert 0.1 * c["client_mean_ttft_ms"] <= c["engine_mean_ttft_ms"] <= 1.5 * c["client_mean_ttft_ms"] + 50, c
     lines = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()]
     assert sorted(x["index"] for x in lines if x["attempt"] == 1) == list(range(24))
