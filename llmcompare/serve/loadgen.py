@@ -159,11 +159,13 @@ def arrivals(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
     return (t * ((n / rate) / t[-1])).tolist()
 
 
-def progress(total: int | None, desc: str | None):
-    """The point's progress bar (none when desc is None). total None: a converging point, which stops on its rule or
-    its max_s (its desc says which), not on a request count; its bar shows requests, elapsed time and rate, and no
-    fraction or ETA (the requests at hand are only an upper bound: 0/7624 and an ETA of minutes for a 75 s point)."""
-    return tqdm(total=total, desc=desc, unit="req", leave=True, dynamic_ncols=True, disable=desc is None)
+def progress(total: int, desc: str | None, conv: converge.Converger | None = None):
+    """The point's progress bar of `total` requests (none when desc is None). A converging point (conv) stops on its
+    rule or its max_s (its desc says which), not on a request count: its bar shows requests, elapsed time and rate,
+    and no fraction or ETA (the requests at hand are only an upper bound: 0/7624 and an ETA of minutes for a 75 s
+    point)."""
+    return tqdm(total=None if conv else total, desc=desc, unit="req", leave=True, dynamic_ncols=True,
+                disable=desc is None)
 
 
 def session() -> aiohttp.ClientSession:
@@ -182,7 +184,7 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
     flight are recorded as cut off. on_start(rec): a request is about to be sent (its record fills in as its
     chunks arrive). conv (load.converge): sending stops once it decides, and those in flight finish.
     serve/workers.py runs the same over several processes."""
-    bar, stop, reason, enough = progress(None if conv else len(specs), desc), asyncio.Event(), [], asyncio.Event()
+    bar, stop, reason, enough = progress(len(specs), desc, conv), asyncio.Event(), [], asyncio.Event()
     decided: list[str] = []
 
     def check_abort() -> None:

@@ -168,7 +168,7 @@ class _Point:
         self.pool, self.key, self.specs, self.on_record, self.abort = pool, key, specs, on_record, abort
         self.conv = conv  # load.converge: when it decides, every worker is told 'enough' (stop sending)
         self.run_ = loadgen.PointRun()
-        self.bar = loadgen.progress(None if conv else len(specs), desc)
+        self.bar = loadgen.progress(len(specs), desc, conv)
         n = pool.n
         due = None if key.concurrency is not None else loadgen.arrivals(len(specs), key.request_rate, burstiness, seed)
         self.plan = assign(key, len(specs), n, due)
