@@ -4,7 +4,7 @@ window's traffic was still before its first token."""
 from llmcompare.schema.profile import ProfileRecord
 from llmcompare.schema.request import RequestRecord
 from llmcompare.schema.run import Metrics, PointResult
-from llmcompare.serve.capture import all_decoding, decode_cap_s, set_window_phase
+from llmcompare.serve.capture import all_decoding, decode_cap_s, pass_requests, set_window_phase
 
 
 def point(e2el_ms: float, p99_ttft_ms: float) -> PointResult:
@@ -25,6 +25,14 @@ def test_the_wait_for_the_decode_phase_is_capped_at_the_points_median_e2el():
     # c=256, 1024-token prompts on the H200: E2EL 11.6 s (medians of the repeats)
     assert decode_cap_s([point(11600, 8300), point(11700, 8200), point(11500, 8400)]) == 11.6
     assert decode_cap_s([]) == 60.0
+
+
+def test_a_profiled_pass_is_the_points_length_or_profile_waves_and_never_under_four_waves():
+    assert pass_requests([2560, 2560, 2560], 256, None) == 2560  # 10 waves: as the point's repeats sent
+    assert pass_requests([5120, 5120], 512, 4) == 2048  # profile.waves: 4 x c, shorter than the point
+    assert pass_requests([5120], 512, 12) == 6144  # or longer
+    assert pass_requests([768], 256, None) == 1024  # a 3-wave point: its pass still gets four waves
+    assert pass_requests([], 8, None) == 32
 
 
 def rec(dispatch_s: float, ttft_ms: float, e2el_ms: float) -> RequestRecord:

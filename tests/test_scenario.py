@@ -255,6 +255,14 @@ def test_profile_cell_filter_names_the_grid_and_picks_its_cell(tmp_path):
     assert not p.wants(LoadKey(concurrency=1, input_len=1024, output_len=16))
 
 
+def test_profile_waves_is_at_least_four_and_says_why(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**BASE, "load": {"concurrency": [64]}}))
+    assert scenario.load(str(f), scenario.parse_set(["profile.points=[64]", "profile.waves=4"])).profile.waves == 4
+    with pytest.raises(ScenarioError, match=r"profile.waves: must be in 4..1000 waves \(a window in the second"):
+        scenario.load(str(f), scenario.parse_set(["profile.points=[64]", "profile.waves=3"]))
+
+
 def test_the_estimate_says_how_long_the_capacity_searchs_first_probe_takes(tmp_path):
     from llmcompare.serve import campaign
 

@@ -24,6 +24,9 @@ class Profile:
       input_len: null          # with a grid: capture only the cell of this input length (null: every cell)
       output_len: null         # likewise for the output length
       anchor: null             # kernel name marking steps (profile/timeline.py); null: found from the timeline
+      waves: null              # the pass's length in waves (c requests each; at least 4: a window in the second,
+                               # the captured one in the third, one to spare); null: as many requests as the
+                               # point's last measured repeat sent
       telemetry_interval_ms: 200   # nvidia-smi sampling during every point; 0: off
     """
 
@@ -33,6 +36,7 @@ class Profile:
     telemetry_interval_ms: int = 200
     input_len: int | None = None
     output_len: int | None = None
+    waves: int | None = None  # None: the point's own length; else waves x c requests (rules: at least 4)
 
     def wants(self, key) -> bool:
         """Is this load point (a LoadKey) one to capture?"""

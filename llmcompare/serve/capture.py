@@ -161,16 +161,23 @@ def point_tok_s(rf: RunFile, engine: str, index: int) -> tuple[float | None, str
 
 async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, plan: list,
                          profile, abort, specs_for) -> None:
-    """A profiled pass of every point of `plan` whose concurrency profile.points lists, as many requests as its
-    last measured repeat sent; specs_for(point, n): the pass's own prompts."""
+    """A profiled pass of every point of `plan` whose concurrency profile.points lists, pass_requests() long;
+    specs_for(point, n): the pass's own prompts."""
     for point in plan:
         if profile.wants(point.key):
             pts = [p for p in rf.run.engines[engine].points if p.index == point.index]
-            # four waves at least: an uncaptured window in the second, the captured one in the third, and a
-            # wave to spare (on the H200 a 3-wave pass at c=256 ended before its third wave's window opened)
-            n = max(max(p.num_prompts for p in pts), 4 * (point.key.concurrency or 1))
+            n = pass_requests([p.num_prompts for p in pts], point.key.concurrency or 1, profile.waves)
             await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
                                 profile.seconds, abort, profile.anchor, cap_s=decode_cap_s(pts))
+
+
+def pass_requests(sent: list[int], c: int, waves: int | None) -> int:
+    """How many requests a profiled pass at concurrency c sends: `waves` x c (profile.waves), else as many as the
+    point's longest measured repeat sent; four waves at least either way: an uncaptured window in the second, the
+    captured one in the third, and a wave to spare (on the H200 a 3-wave pass at c=256 ended before its third
+    wave's window opened)."""
+    n = waves * c if waves else max(sent, default=0)
+    return max(n, 4 * c)
 
 
 def decode_cap_s(pts: list) -> float:
