@@ -27,12 +27,13 @@ def profiled_run(tmp_path_factory, vllm_py, tiny_model, cli_argv):
                       # prefix cache on, 32-token blocks (vLLM CPU's default 128 holds no whole 64-token prompt):
                       # a pass that re-sent another stream's prompts would hit it
                       "prefix_cache": "on"}],
-         # 24 prompts, 8 waves: the pass sends as many, so its captured window (opened after 2 waves, once the
-         # profiler has started in every engine process) ends before the pass does; with 12 it ran past the end on
-         # a slower 2-core machine (the window cut short, 2 of 3 requests in flight at its middle)
-         "workload": {"dataset": "random", "input_len": 64, "output_len": 64, "num_prompts": 24, "seed": 3},
+         # points of 12 prompts, a pass of 8 waves (profile.waves: 24 requests, longer than the point), so its
+         # captured window (opened after 2 waves, once the profiler has started in every engine process) ends
+         # before the pass does; a 12-request pass ran past the end on a slower 2-core machine (the window cut
+         # short, 2 of 3 requests in flight at its middle)
+         "workload": {"dataset": "random", "input_len": 64, "output_len": 64, "num_prompts": 12, "seed": 3},
          "load": {"concurrency": [3, 2], "warmup_requests": 1, "max_attempts": 1},  # c=2: the next point (its prompts)
-         "profile": {"points": [3], "seconds": 1.0},
+         "profile": {"points": [3], "seconds": 1.0, "waves": 8},
          "output_dir": str(tmp / "runs")}
     f = tmp / "prof.yaml"
     f.write_text(yaml.safe_dump(s))
@@ -103,7 +104,8 @@ def test_the_profiled_pass_is_not_among_the_points_figures(profiled_run):
     measured = read_jsonl(f"{run.dir}/vllm-cpu.requests.jsonl")
     assert len(measured) == sum(p.num_prompts for p in e.points) == sum(p.metrics.completed for p in e.points)
     profiled = read_jsonl(f"{run.dir}/vllm-cpu.profile.requests.jsonl")
-    assert len(profiled) == e.profiles[0].requests == 24
+    assert len(profiled) == e.profiles[0].requests == 24  # profile.waves x c, not the point's 12
+    assert [p.num_prompts for p in e.points] == [12, 12]
     # the measured point started and finished before the profiled pass did
     assert e.points[-1].finished_at <= e.profiles[0].started_at
     # no nvidia-smi here: telemetry says so, without an error
