@@ -83,7 +83,7 @@ def outcome(cells: list[str]) -> str:
 
 
 def main(out: str, dirs: list[str]) -> None:
-    lines = ["# The steady-state rule on committed H200 runs", "",
+    lines = ["# The steady-state rule on committed GPU runs", "",
              "Written by `scripts/steady_rule.py` from each run's per-request files (nothing here is typed by hand). "
              "Rule (llmcompare/analysis/steady.py, mser.py; docs/report.md, 'The steady state'): MSER-5 warm-up truncation on the "
              "per-second output rate (White 1997), the window ended before the drain (the last send, or earlier "

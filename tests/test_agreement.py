@@ -61,6 +61,9 @@ def test_the_engines_ttft_is_split_from_the_clients_over_the_same_window():
     text = agreement.ttft_text(c)
     assert "client's mean 400 ms" in text and "engine's own 100 ms (queued 5 ms, prefill 20 ms)" in text
     assert "~300 ms a request outside the engine's clock" in text
+    assert "~75 ms of the engine's own is in neither its queue nor its prefill" in text  # 100 - 5 - 20
+    c.engine_mean_prefill_ms = None
+    assert "neither its queue" not in agreement.ttft_text(c)  # not measured: not said
 
 
 def test_the_running_note_gives_the_ttft_split_where_measured_and_says_not_measured_where_not():
