@@ -131,3 +131,26 @@ def test_a_converging_point_is_estimated_at_its_max_s_whatever_its_request_count
     one = 512 * 8 / campaign.ROUGH_PREFILL_TOK_PER_S + 256 * campaign.ROUGH_TPOT_S  # ShareGPT-like: no fixed lengths
     assert campaign._rough_s(p, s) == pytest.approx(30 + one)
     assert math.ceil(p.num_prompts / 8) * one > 30 * 60  # without the rule: over half an hour
+
+
+def test_the_estimate_counts_the_profiled_passes_at_their_points_time_per_wave():
+    """A pass sends pass_requests() requests: the point's own count, or profile.waves x c (session 18's c=512 passes
+    were 4 of the points' 10 waves). The passes are in the total, not in the load left."""
+    run = saved()
+    s = scenario(load__concurrency=[64])
+    s.profile.points = [64]
+    plan = campaign.stable_plan(measure.run_plan(s), run)
+    todo = campaign.cells_to_do(s, plan, ["vllm"], run, "all")
+    camp = campaign.Campaign(plan, todo)
+    prog, line = campaign.estimate(s, camp, run)
+    # 2 cells (in=1024, in=512) x 3 repeats on file, 3-wave points (192 requests at c=64): each pass 4 waves (the
+    # floor), 4/3 of its point's measured mean
+    (p,) = {q.num_prompts for q in plan if q.key.concurrency == 64}
+    assert p == 192
+    want = sum(prog.guess_s[("vllm", idx, 0)][0] * 4 / 3 for idx in {i for i, _ in todo["vllm"]})
+    assert f"+ profiled passes {campaign._hms(want)} = about {campaign._hms(prog.left_s() + prog.startups_s + want)}" \
+        in line
+    s.profile.waves = 12  # 12 waves: 4 times the points' length
+    assert f"+ profiled passes {campaign._hms(3 * want)}" in campaign.estimate(s, camp, run)[1]
+    s.profile.points = []
+    assert "profiled passes" not in campaign.estimate(s, camp, run)[1]

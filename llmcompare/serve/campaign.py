@@ -19,8 +19,10 @@ else another engine of the run), else a rough guess: closed loop c, n requests: 
 time (prompt, a shared prefix included, at 10,000 tok/s for the whole wave, 30 ms per output token); open loop:
 n / rate plus one request's time; with load.converge its max_s plus one request's time, an upper bound (the point
 sends until it converges or max_s passes, then lets its requests in flight finish). Rough guesses are labelled,
-and scaled by measured / guessed of the cells done so far as the run goes. A capacity search is estimated apart:
-its first probe, and its doubling phase if no probe fails (probes sized as serve/capacity_search.py sizes them).
+and scaled by measured / guessed of the cells done so far as the run goes. A profiled pass (profile.points) takes
+its waves (capture.pass_requests / c) at its point's time per wave; the passes are added to the total, not to
+the load left. A capacity search is estimated apart: its first probe, and its doubling phase if no probe fails
+(probes sized as serve/capacity_search.py sizes them).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from llmcompare.errors import ResultsReadError, ScenarioError
 from llmcompare.schema.files import RunFile, load_run, planted_links
 from llmcompare.schema.run import EngineRecord, LoadKey, ServeRun, now
 from llmcompare.schema.scenario import Scenario
+from llmcompare.serve.capture import pass_requests
 from llmcompare.serve.loadgen import LoadPoint
 
 REDO = ("untrusted", "all")  # --redo: which finished cells to measure again
@@ -169,6 +172,22 @@ def _measured_s(key: LoadKey, engine: str, saved: ServeRun | None) -> float | No
     return None
 
 
+def _passes_s(s: Scenario, camp: Campaign, guess: dict) -> float:
+    """The profiled passes still to run, in s: an engine with cells to do of a point profile.points captures makes
+    one pass of it after them, pass_requests() long, at the point's guessed time per wave (closed loop)."""
+    total = 0.0
+    for name, cells in camp.todo.items():
+        for idx in sorted({i for i, _ in cells}):
+            p = next(q for q in camp.plan if q.index == idx)
+            if not s.profile.wants(p.key) or not p.key.concurrency:
+                continue
+            c = p.key.concurrency
+            took = [guess[(name, i, r)][0] for i, r in cells if i == idx]
+            per_wave = sum(took) / len(took) / max(math.ceil(p.num_prompts / c), 1)
+            total += per_wave * pass_requests([p.num_prompts], c, s.profile.waves) / c
+    return total
+
+
 def _startup_s(rec: EngineRecord | None, kind_name: str) -> tuple[float, bool]:
     """This run's measured start-up of the engine, else its kind's rough one (registry.EngineKind)."""
     return (rec.ready_s, True) if rec and rec.ready_s else (registry.kind(kind_name).rough_startup_s, False)
@@ -225,10 +244,13 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     prog = Progress(guess, starts_s)
     n_rough = sum(not m for _, m in guess.values())
     total = sum(len(c) for c in camp.todo.values())
+    passes_s = _passes_s(s, camp, guess)
     line = (f"time estimate: {total} cells to do ({_hms(sum(g for g, _ in guess.values()))} of load: "
             f"{len(guess) - n_rough} from this run's measured durations, {n_rough} a rough guess) + server "
             f"start-ups {_hms(starts_s)}" + (f" ({rough_starts} a rough guess by engine kind)" if rough_starts
-                                            else "") + f" = about {_hms(prog.left_s() + starts_s)}")
+                                            else "")
+            + (f" + profiled passes {_hms(passes_s)}" if passes_s else "")
+            + f" = about {_hms(prog.left_s() + starts_s + passes_s)}")
     if n_rough:
         line += (f"; rough: {ROUGH_TPOT_S * 1000:.0f} ms per output token, prompts at "
                  f"{ROUGH_PREFILL_TOK_PER_S:,.0f} tok/s, warm-ups not counted")
