@@ -138,9 +138,10 @@ def ttft_text(c: EngineCounters | None) -> str | None:
 
 def _between(c: EngineCounters) -> str:
     """The part of the engine's own TTFT in neither its queue nor its prefill interval, in words ('' where either is
-    not measured). vLLM's TTFT runs from the arrival its API server process stamped to that process's handling of the
-    first token, its queue and prefill intervals from its engine core's QUEUED, SCHEDULED and first-token stamps
-    (vllm/v1/metrics/stats.py, IterationStats), so this part is the hand-off between the two processes each way; on the H100 at c=512 it was ~1.8 s of vLLM's ~3 s (reports/h100-c512)."""
+    not measured). vLLM's TTFT runs from the arrival its API server process stamped to that process's handling of
+    the first token, its queue and prefill intervals from its engine core's QUEUED, SCHEDULED and first-token
+    stamps (vllm/v1/metrics/stats.py, IterationStats), so this part is the hand-off between the two processes,
+    either way; on the H100 at c=512 it was ~1.8 s of vLLM's ~3 s (reports/h100-c512)."""
     if c.engine_mean_queue_ms is None or c.engine_mean_prefill_ms is None:
         return ""
     rest = c.engine_mean_ttft_ms - c.engine_mean_queue_ms - c.engine_mean_prefill_ms
