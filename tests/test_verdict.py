@@ -98,6 +98,14 @@ def test_failed_requests_or_missing_request_lines_keep_a_point_out():
     assert not q.usable and "request lines are not on file" in verdict.why_not_usable(q)
 
 
+def test_a_repeat_left_running_says_it_never_finished():
+    """reports/h100-c512: the machine went back during vLLM's third repeat, whose record still says running."""
+    p = point(0, 2, 80.0, 80.0, status="running")
+    assert not p.usable
+    assert verdict.why_not_usable(p) == ("repeat 3 attempt 1: running when the run's files were last written (never "
+                                         "finished; --resume measures it again)")
+
+
 def rec(reads, tokens, asked, events=None):
     """A finished stream: `events` token-carrying events (default one per read), the last read at 100 ms."""
     r = RequestRecord(0, 16, asked)

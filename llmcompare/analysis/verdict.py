@@ -131,6 +131,8 @@ def why_not_usable(p: PointResult) -> str:
         return f"{r}: {p.metrics.failed} requests failed"
     if p.status == "untrusted":
         return f"{r}: untrusted ({'; '.join(p.trust.reasons)[:200]})"
+    if p.status == "running":  # saved as started, never as ended: the process was killed or the machine went away
+        return f"{r}: running when the run's files were last written (never finished; --resume measures it again)"
     return f"{r}: {p.status}"
 
 
