@@ -102,8 +102,8 @@ def test_a_repeat_left_running_says_it_never_finished():
     """reports/h100-c512: the machine went back during vLLM's third repeat, whose record still says running."""
     p = point(0, 2, 80.0, 80.0, status="running")
     assert not p.usable
-    assert verdict.why_not_usable(p) == ("repeat 3 attempt 1: running when the run's files were last written (never "
-                                         "finished; --resume measures it again)")
+    assert verdict.why_not_usable(p) == ("repeat 3 attempt 1: running when the run's files were last written (still "
+                                         "running, or the run stopped before it finished: --resume measures it again)")
 
 
 def rec(reads, tokens, asked, events=None):

@@ -141,9 +141,13 @@ def _between(c: EngineCounters) -> str:
     not measured). vLLM's TTFT runs from the arrival its API server process stamped to that process's handling of
     the first token, its queue and prefill intervals from its engine core's QUEUED, SCHEDULED and first-token
     stamps (vllm/v1/metrics/stats.py, IterationStats), so this part is the hand-off between the two processes,
-    either way; on the H100 at c=512 it was ~1.8 s of vLLM's ~3 s (reports/h100-c512)."""
+    either way; on the H100 at c=512 it was ~1.8 s of vLLM's ~3 s (reports/h100-c512). vLLM counts queue and prefill
+    as a request finishes and TTFT at its first token, so over a window the two sets of requests differ by one
+    request's lifetime: the text says so; on that run the client's mean TTFT of the two sets differed by 18-122 ms."""
     if c.engine_mean_queue_ms is None or c.engine_mean_prefill_ms is None:
         return ""
     rest = c.engine_mean_ttft_ms - c.engine_mean_queue_ms - c.engine_mean_prefill_ms
     return (f"; ~{rest:.0f} ms of the engine's own is in neither its queue nor its prefill (between its arrival stamp "
-            "and its scheduler's queue, or between the first token and the engine's record of it; not split further)")
+            "and its scheduler's queue, or between the first token and the engine's record of it; not split further; "
+            "vLLM counts queue and prefill as requests finish, TTFT at first tokens: a short window holds different "
+            "requests in each)")

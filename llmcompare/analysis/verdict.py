@@ -132,7 +132,8 @@ def why_not_usable(p: PointResult) -> str:
     if p.status == "untrusted":
         return f"{r}: untrusted ({'; '.join(p.trust.reasons)[:200]})"
     if p.status == "running":  # saved as started, never as ended: the process was killed or the machine went away
-        return f"{r}: running when the run's files were last written (never finished; --resume measures it again)"
+        return f"{r}: running when the run's files were last written (still running, or the run stopped before it " \
+               "finished: --resume measures it again)"
     return f"{r}: {p.status}"
 
 

@@ -26,7 +26,7 @@ class Profile:
       anchor: null             # kernel name marking steps (profile/timeline.py); null: found from the timeline
       waves: null              # the pass's length in waves (c requests each; at least 4: a window in the second,
                                # the captured one in the third, one to spare); null: as many requests as the
-                               # point's last measured repeat sent
+                               # point's longest measured repeat sent (capture.pass_requests)
       telemetry_interval_ms: 200   # nvidia-smi sampling during every point; 0: off
     """
 

@@ -172,13 +172,13 @@ def _measured_s(key: LoadKey, engine: str, saved: ServeRun | None) -> float | No
     return None
 
 
-def _passes_s(s: Scenario, camp: Campaign, guess: dict) -> float:
+def _passes_s(s: Scenario, camp: Campaign, by_index: dict[int, LoadPoint], guess: dict) -> float:
     """The profiled passes still to run, in s: an engine with cells to do of a point profile.points captures makes
     one pass of it after them, pass_requests() long, at the point's guessed time per wave (closed loop)."""
     total = 0.0
     for name, cells in camp.todo.items():
         for idx in sorted({i for i, _ in cells}):
-            p = next(q for q in camp.plan if q.index == idx)
+            p = by_index[idx]
             if not s.profile.wants(p.key) or not p.key.concurrency:
                 continue
             c = p.key.concurrency
@@ -244,7 +244,7 @@ def estimate(s: Scenario, camp: Campaign, saved: ServeRun | None) -> tuple[Progr
     prog = Progress(guess, starts_s)
     n_rough = sum(not m for _, m in guess.values())
     total = sum(len(c) for c in camp.todo.values())
-    passes_s = _passes_s(s, camp, guess)
+    passes_s = _passes_s(s, camp, by_index, guess)
     line = (f"time estimate: {total} cells to do ({_hms(sum(g for g, _ in guess.values()))} of load: "
             f"{len(guess) - n_rough} from this run's measured durations, {n_rough} a rough guess) + server "
             f"start-ups {_hms(starts_s)}" + (f" ({rough_starts} a rough guess by engine kind)" if rough_starts
