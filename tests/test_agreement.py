@@ -62,8 +62,15 @@ def test_the_engines_ttft_is_split_from_the_clients_over_the_same_window():
     assert "client's mean 400 ms" in text and "engine's own 100 ms (queued 5 ms, prefill 20 ms)" in text
     assert "~300 ms a request outside the engine's clock" in text
     assert "~75 ms of the engine's own is in neither its queue nor its prefill" in text  # 100 - 5 - 20
+    c.engine_mean_queue_ms = 90.0  # queue + prefill 110 ms > TTFT 100 ms: the windows' request sets differ
+    text = agreement.ttft_text(c)
+    assert "its queue and prefill together exceed its own TTFT by ~10 ms" in text and "~-" not in text
+    assert "neither its queue" not in text
+    c.client_mean_ttft_ms = 60.0
+    assert "the client's is ~40 ms shorter" in agreement.ttft_text(c) and "~-" not in agreement.ttft_text(c)
     c.engine_mean_prefill_ms = None
     assert "neither its queue" not in agreement.ttft_text(c)  # not measured: not said
+    assert "exceed its own TTFT" not in agreement.ttft_text(c)
 
 
 def test_the_running_note_gives_the_ttft_split_where_measured_and_says_not_measured_where_not():
