@@ -9,6 +9,7 @@ from llmcompare.profile import timeline
 from llmcompare.report import timeline as R
 from llmcompare.report.build import Served
 from llmcompare.report.doc import Doc
+from llmcompare.report.telemetry import telemetry_section
 from llmcompare.schema import profile
 from llmcompare.schema.profile import ProfileRecord, TraceFile
 from llmcompare.schema.run import EngineRecord, Metrics, PointResult, ServeRun
@@ -103,10 +104,11 @@ def test_section_renders_steps_and_telemetry():
     tel = TelemetrySummary(available=True, samples=10, gpus=[0], duration_s=2.0, mean_power_w=500.0,
                            energy_j=1000.0, j_per_output_token=12.5, sm_clock_mhz_mean=1900.0, sm_clock_mhz_min=1755)
     R.timeline_section(doc, {"tm": served(tel)}, [])
+    telemetry_section(doc, {"tm": served(tel)})
     md = doc.markdown()
     assert "## Measured: GPU time per decode step" in md and "no kernel-bench run given" in md
     assert "| tm | c=4 | api-server 9 | – | 4 |" in md and "sm90_xmma_gemm_f16f16_f32" in md
     assert "## GPU telemetry" in md and "| 12.500 |" in md  # J/token, 3 decimals
     doc = Doc()
-    R.timeline_section(doc, {"tm": served(TelemetrySummary(why_not="nvidia-smi not on PATH"))}, [])
+    telemetry_section(doc, {"tm": served(TelemetrySummary(why_not="nvidia-smi not on PATH"))})
     assert "Telemetry unavailable for some points: nvidia-smi not on PATH." in doc.markdown()

@@ -20,6 +20,7 @@ from llmcompare.report.doc import Doc
 from llmcompare.report.kernels import attribution_section, gemm_verbose, kernel_section, served_gemm_section
 from llmcompare.report.references import references_section
 from llmcompare.report.serve import latency_verdicts, serve_details, verdict_section
+from llmcompare.report.telemetry import telemetry_section
 from llmcompare.report.timeline import timeline_section
 from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run
@@ -153,6 +154,7 @@ def sections(doc: Doc, out: Path, engines: dict[str, Served], kruns: list[Kernel
         serve_details(doc, out, engines, refs, colours)
         served_gemm_section(doc, engines)
         timeline_section(doc, engines, kruns)
+        telemetry_section(doc, engines)
     if kruns:
         kernel_section(doc, out, kruns, engines, colours)
     if len(engines) > 1 and kruns:

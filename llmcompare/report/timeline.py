@@ -1,6 +1,6 @@
-"""Report sections from the profiled passes (serve/capture.py, profile/timeline.py) and GPU telemetry (serve/telemetry.py): where each
-engine's GPU time goes per decode step, measured, beside what kernel-bench's table predicts for its int4 GEMMs at
-the window's decode batch; and energy per output token. Reads saved files only."""
+"""Report section from the profiled passes (serve/capture.py, profile/timeline.py): where each engine's GPU time
+goes per decode step, measured, beside what kernel-bench's table predicts for its int4 GEMMs at the window's decode
+batch. (GPU telemetry and energy: report/telemetry.py.) Reads saved files only."""
 
 from __future__ import annotations
 
@@ -199,30 +199,3 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
                       f"{t.steps.anchor!r}): " + "; ".join(f"{k['name'][:80]} [{k['class']}] {k['count']}x "
                                                          f"{k['ms']:.2f} ms" for k in t.steps.top_kernels[:6]))
         doc.p("Classes: " + ", ".join(ORDER) + " (llmcompare/profile/kernel_class.py).")
-    telemetry_section(doc, engines)
-
-
-def telemetry_section(doc: Doc, engines: dict) -> None:
-    rows, missing = [], set()
-    for lb, sv in engines.items():
-        for p in sv.rec.points:
-            t = p.telemetry
-            if t is None:
-                continue
-            if not t.available:
-                missing.add(t.why_not or "unavailable")
-                continue
-            tok_s = p.metrics.output_throughput if p.metrics else None
-            j_tok = f"{t.j_per_output_token:.3f}" if t.j_per_output_token is not None else None  # J/token: 3 decimals
-            rows.append([lb, p.label, p.repeat + 1, p.status, tok_s, t.mean_power_w, t.energy_j, j_tok,
-                         t.sm_clock_mhz_mean, t.sm_clock_mhz_min, t.memory_used_mib_max])
-    if not rows and not missing:
-        return
-    doc.h(2, "GPU telemetry: power, clocks and energy per output token")
-    if rows:
-        doc.p("nvidia-smi sampled during each measured run (every GPU of the host, summed); energy = power "
-              "integrated over the samples; J/token = energy / the point's output tokens.")
-        doc.table(["engine", "point", "repeat", "status", "output tok/s", "mean power W", "energy J", "J/token",
-                   "SM clock MHz (mean)", "SM clock MHz (min)", "memory MiB (max)"], rows)
-    if missing:
-        doc.p("Telemetry unavailable for some points: " + "; ".join(sorted(missing)) + ".")

@@ -28,3 +28,19 @@ class TelemetrySummary:
     sm_clock_mhz_mean: float | None = None
     sm_clock_mhz_min: float | None = None
     memory_used_mib_max: float | None = None
+
+
+@dataclass
+class GpuIdle:
+    """Whether the GPU waited during a point (analysis/gpu_idle.py): the share of its power samples at idle draw
+    over the point's comparison window, and the engine's own generation counter in the seconds the GPU was idle against the others.
+    Computed by the report from <engine>.telemetry.jsonl.gz and <engine>.metrics.jsonl; not stored in run.json."""
+    samples: int = 0  # power samples in the window
+    window_s: list[float] = field(default_factory=list)  # [from, to] s from the point's start
+    threshold_w: float | None = None  # idle below this sum over the GPUs
+    idle_share: float | None = None  # of `samples`, 0..1
+    idle_intervals: int = 0  # counter intervals (two /metrics samples) whose midpoint's power was idle
+    busy_intervals: int = 0
+    gen_tok_s_idle: float | None = None  # the engine's generation_tokens_total rate over the idle intervals (mean)
+    gen_tok_s_busy: float | None = None
+    why_not: str | None = None  # set where idle and busy cannot be told apart

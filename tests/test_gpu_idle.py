@@ -1,0 +1,100 @@
+"""Whether the GPU waited (analysis/gpu_idle.py, report/telemetry.py): the idle share of a point's power samples and
+the engine's generation counter over the idle seconds, on constructed series shaped like the H100 c=512 run
+(reports/h100-c512-complete: idle ~125 W, busy ~700 W, 0.2 s power samples, 0.5 s counter samples)."""
+
+import pytest
+from test_report_timeline import served
+
+from llmcompare.analysis import gpu_idle
+from llmcompare.report.doc import Doc
+from llmcompare.report.telemetry import idle_by_point, telemetry_section
+from llmcompare.schema.files import append_jsonl
+from llmcompare.schema.telemetry import Sample, TelemetrySummary
+from llmcompare.serve import telemetry
+
+T0 = 1796485840.0  # Unix seconds, as nvidia-smi stamps them
+
+
+def power_rows(watts_at, seconds=30.0, gpus=(0,)):
+    """Telemetry rows every 0.2 s; each GPU's line stamped 10 ms after the one before, as nvidia-smi does."""
+    rows = []
+    for i in range(int(seconds / 0.2)):
+        for g in gpus:
+            t = i * 0.2
+            rows.append({"gpu": g, "t_s": T0 + t + 0.01 * g, "power_w": watts_at(t) / len(gpus)})
+    return rows
+
+
+def counters(rate_at, seconds=30.0):
+    """generation_tokens_total every 0.5 s from the sampler's start, rising at rate_at(t) tok/s."""
+    out, total = [], 0.0
+    for i in range(int(seconds / 0.5)):
+        t = i * 0.5
+        out.append((t + 0.05, total))
+        total += 0.5 * rate_at(t)
+    return out
+
+
+def waits(t):  # idle at the opening (0-2 s) and at 14-17 s; busy otherwise
+    return 125.0 if t < 2 or 14 <= t < 17 else 700.0
+
+
+def lags(t):  # the counter keeps rising while the GPU is idle at 14-17 s
+    return 14000.0 if 14 <= t < 17 else 8000.0
+
+
+def test_an_idle_stretch_with_the_counter_still_rising_is_found_and_measured():
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(waits)), counters(lags))
+    assert g.threshold_w == pytest.approx(125 + 0.4 * 575)
+    assert g.samples == 125 and g.idle_share == pytest.approx(15 / 125)  # 3 of the 25 s after the opening
+    assert g.idle_intervals == 6 and g.busy_intervals == 43
+    assert g.gen_tok_s_idle == pytest.approx(14000.0) and g.gen_tok_s_busy == pytest.approx(8000.0)
+
+
+def test_a_counter_that_stops_with_the_gpu_reads_zero_in_the_idle_seconds():
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(waits)), counters(lambda t: 0.0 if 14 <= t < 17 else 8000.0))
+    assert g.idle_share == pytest.approx(0.12) and g.gen_tok_s_idle == pytest.approx(0.0)
+
+
+def test_a_gpu_busy_after_the_opening_has_no_idle_share_and_the_opening_is_left_out():
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(lambda t: 125.0 if t < 2 else 690.0)), counters(lags))
+    assert g.idle_share == 0.0 and g.idle_intervals == 0 and g.gen_tok_s_idle is None
+
+
+def test_without_idle_busy_contrast_it_says_not_measured():
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(lambda t: 690.0 + (t % 1))), counters(lags))
+    assert g.idle_share is None and "no idle/busy contrast" in g.why_not
+    assert gpu_idle.compare([], counters(lags)) is None
+
+
+def test_two_gpus_are_summed_although_their_lines_are_stamped_apart():
+    one = gpu_idle.power_series(power_rows(waits))
+    two = gpu_idle.power_series(power_rows(waits, gpus=(0, 1)))
+    assert len(two) == len(one) and [w for _, w in two] == pytest.approx([w for _, w in one])
+
+
+def test_the_report_reads_the_files_and_says_where_the_counter_ran_behind_the_gpu(tmp_path):
+    t = telemetry.Telemetry(200)
+    t.why_not = None
+    t.samples = [Sample(r["gpu"], r["t_s"], 1980.0, r["power_w"], 1000.0) for r in power_rows(waits)]
+    tag = {"point": 0, "repeat": 0, "attempt": 1, "label": "c=4"}
+    t.save(tmp_path / "tm.telemetry.jsonl.gz", tag, None)
+    for ts, v in counters(lags):
+        append_jsonl(tmp_path / "tm.metrics.jsonl", {**tag, "t_s": ts, "generation_tokens_total": v})
+    assert idle_by_point(tmp_path, "tm")[(0, 0, 1)].idle_intervals == 6
+    sv = served(TelemetrySummary(available=True, samples=150, gpus=[0], duration_s=30.0, mean_power_w=600.0))
+    sv.run.dir = str(tmp_path)
+    doc = Doc()
+    telemetry_section(doc, {"tm": sv})
+    md = doc.markdown()
+    assert "| 12.0 | 14,000 (6) | 8,000 |" in md
+    assert "while the GPU drew idle power in: tm c=4 #1" in md and "not measured here" in md
+    assert idle_by_point(tmp_path / "nowhere", "tm") == {}
+
+
+def test_only_the_comparison_window_counts_so_a_drain_is_not_called_idle():
+    power = gpu_idle.power_series(power_rows(waits))
+    g = gpu_idle.compare(power, counters(lags), [6.0, 13.0])  # the idle stretch (14-17 s) lies after the window
+    assert g.window_s == [6.0, 13.0] and g.idle_share == 0.0 and g.idle_intervals == 0
+    g = gpu_idle.compare(power, counters(lags), [1.0, 20.0])  # never the opening: from 5 s
+    assert g.window_s == [5.0, 20.0] and g.samples in (75, 76) and g.idle_share == pytest.approx(15 / g.samples)
