@@ -9,10 +9,12 @@ from llmcompare.analysis import gpu_idle
 from llmcompare.report.doc import Doc
 from llmcompare.report.telemetry import idle_by_point, telemetry_section
 from llmcompare.schema.files import append_jsonl
+from llmcompare.schema.run import EngineCounters
 from llmcompare.schema.telemetry import Sample, TelemetrySummary
 from llmcompare.serve import telemetry
 
 T0 = 1796485840.0  # Unix seconds, as nvidia-smi stamps them
+WHOLE = [0.0, 30.0]  # a comparison window over the whole constructed point (the opening is left out anyway)
 
 
 def power_rows(watts_at, seconds=30.0, gpus=(0,)):
@@ -44,7 +46,7 @@ def lags(t):  # the counter keeps rising while the GPU is idle at 14-17 s
 
 
 def test_an_idle_stretch_with_the_counter_still_rising_is_found_and_measured():
-    g = gpu_idle.compare(gpu_idle.power_series(power_rows(waits)), counters(lags))
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(waits)), counters(lags), WHOLE)
     assert g.threshold_w == pytest.approx(125 + 0.4 * 575)
     assert g.samples == 125 and g.idle_share == pytest.approx(15 / 125)  # 3 of the 25 s after the opening
     assert g.idle_intervals == 6 and g.busy_intervals == 43
@@ -52,19 +54,27 @@ def test_an_idle_stretch_with_the_counter_still_rising_is_found_and_measured():
 
 
 def test_a_counter_that_stops_with_the_gpu_reads_zero_in_the_idle_seconds():
-    g = gpu_idle.compare(gpu_idle.power_series(power_rows(waits)), counters(lambda t: 0.0 if 14 <= t < 17 else 8000.0))
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(waits)), counters(lambda t: 0.0 if 14 <= t < 17 else 8000.0),
+                         WHOLE)
     assert g.idle_share == pytest.approx(0.12) and g.gen_tok_s_idle == pytest.approx(0.0)
 
 
 def test_a_gpu_busy_after_the_opening_has_no_idle_share_and_the_opening_is_left_out():
-    g = gpu_idle.compare(gpu_idle.power_series(power_rows(lambda t: 125.0 if t < 2 else 690.0)), counters(lags))
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(lambda t: 125.0 if t < 2 else 690.0)), counters(lags), WHOLE)
     assert g.idle_share == 0.0 and g.idle_intervals == 0 and g.gen_tok_s_idle is None
 
 
 def test_without_idle_busy_contrast_it_says_not_measured():
-    g = gpu_idle.compare(gpu_idle.power_series(power_rows(lambda t: 690.0 + (t % 1))), counters(lags))
+    g = gpu_idle.compare(gpu_idle.power_series(power_rows(lambda t: 690.0 + (t % 1))), counters(lags), WHOLE)
     assert g.idle_share is None and "no idle/busy contrast" in g.why_not
-    assert gpu_idle.compare([], counters(lags)) is None
+    assert gpu_idle.compare([], counters(lags), WHOLE) is None
+
+
+def test_without_a_window_or_with_a_short_one_it_says_not_measured():
+    power = gpu_idle.power_series(power_rows(waits))
+    assert "no comparison window" in gpu_idle.compare(power, counters(lags), None).why_not  # runs before it
+    g = gpu_idle.compare(power, counters(lags), [14.0, 17.0])  # 3 s: 16 samples, all idle, but too few to say
+    assert g.idle_share is None and "under 25" in g.why_not
 
 
 def test_two_gpus_are_summed_although_their_lines_are_stamped_apart():
@@ -81,9 +91,11 @@ def test_the_report_reads_the_files_and_says_where_the_counter_ran_behind_the_gp
     t.save(tmp_path / "tm.telemetry.jsonl.gz", tag, None)
     for ts, v in counters(lags):
         append_jsonl(tmp_path / "tm.metrics.jsonl", {**tag, "t_s": ts, "generation_tokens_total": v})
-    assert idle_by_point(tmp_path, "tm")[(0, 0, 1)].idle_intervals == 6
+    assert idle_by_point(tmp_path, "tm", {(0, 0, 1): WHOLE})[(0, 0, 1)].idle_intervals == 6
+    assert "no comparison window" in idle_by_point(tmp_path, "tm")[(0, 0, 1)].why_not
     sv = served(TelemetrySummary(available=True, samples=150, gpus=[0], duration_s=30.0, mean_power_w=600.0))
     sv.run.dir = str(tmp_path)
+    sv.rec.points[0].engine_counters = EngineCounters(window_s=WHOLE)
     doc = Doc()
     telemetry_section(doc, {"tm": sv})
     md = doc.markdown()

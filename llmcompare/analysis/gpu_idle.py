@@ -15,7 +15,7 @@ first requests), top = its 95th percentile (the busy draw); a sample is idle bel
 floor). Where top - floor < MIN_CONTRAST_W the point has no idle/busy contrast to tell (not measured). Only the
 point's comparison window counts (analysis/agreement.py's window_s: from the steady state's start to the last
 send, so neither the warm-up nor the drain, when few requests are left); never its first OPENING_S seconds (every
-point opens on an idle GPU). A counter interval (two consecutive /metrics samples) is idle when the power sample
+point opens on an idle GPU); a window with fewer than MIN_SAMPLES power samples, or none on file, is not measured. A counter interval (two consecutive /metrics samples) is idle when the power sample
 nearest its midpoint is.
 
 Clocks: telemetry times are Unix seconds (nvidia-smi's own stamps), the counter samples' seconds from the sampler's
@@ -33,6 +33,7 @@ from llmcompare.schema.telemetry import GpuIdle
 IDLE_FRACTION = 0.4  # of the way from the idle draw to the busy draw; H100 at c=512: 125 W idle, ~700 W busy -> 355 W
 MIN_CONTRAST_W = 150.0  # below it the point has no idle stretch to find (or the GPU never left its idle draw)
 OPENING_S = 5.0  # the point's first seconds: the GPU waits for the first prompts
+MIN_SAMPLES = 25  # power samples in the window (5 s at the default 0.2 s): fewer say nothing about its share
 
 
 def power_series(rows: Sequence[dict]) -> list[tuple[float, float]]:
@@ -78,18 +79,23 @@ def _nearest(series: list[tuple[float, float]], t: float) -> float:
 def compare(power: list[tuple[float, float]], counters: Sequence[tuple[float, float]],
             window_s: Sequence[float] | None = None) -> GpuIdle | None:
     """The point's GpuIdle from its power series (power_series) and its generation-counter samples
-    [(s from the sampler's start, generation_tokens_total)], over window_s (the point's comparison window, which
-    leaves out the warm-up and the drain, when few requests are left in flight) or else everything after the
-    opening; None where there is no power series."""
+    [(s from the sampler's start, generation_tokens_total)] over window_s, the point's comparison window, which
+    leaves out the warm-up and the drain (when few requests are left in flight, a GPU drawing little is not
+    waiting); without one (runs made before the engine-counter window) it is not measured. None where there is no
+    power series."""
     if not power:
         return None
-    lo, hi = (max(OPENING_S, window_s[0]), window_s[1]) if window_s else (OPENING_S, float("inf"))
+    if not window_s:
+        return GpuIdle(why_not="no comparison window on file (a run before the engine-counter window)")
+    lo, hi = max(OPENING_S, window_s[0]), window_s[1]
     inside = [w for t, w in power if lo <= t <= hi]
     thr = threshold_w([w for _, w in power])
     out = GpuIdle(samples=len(inside), window_s=[round(lo, 2), round(min(hi, power[-1][0]), 2)])
-    if thr is None or not inside:
-        out.why_not = (f"no idle/busy contrast (the point's power spans under {MIN_CONTRAST_W:g} W)" if inside else
-                       "no power sample in the window")
+    if len(inside) < MIN_SAMPLES:
+        out.why_not = f"{len(inside)} power samples in the window (under {MIN_SAMPLES})"
+        return out
+    if thr is None:
+        out.why_not = f"no idle/busy contrast (the point's power spans under {MIN_CONTRAST_W:g} W)"
         return out
     out.threshold_w = round(thr, 1)
     out.idle_share = sum(1 for w in inside if w < thr) / len(inside)

@@ -92,7 +92,7 @@ def telemetry_section(doc: Doc, engines: dict) -> None:
         doc.p("nvidia-smi sampled during each measured run (every GPU of the host, summed); energy = power "
               "integrated over the samples; J/token = energy / the point's output tokens. 'GPU idle %': the share of "
               "power samples in the point's comparison window (the engine-counter window: the steady state's start "
-              f"to the last send, never the first {gpu_idle.OPENING_S:g} s; else all after those) below its idle threshold ({100 * gpu_idle.IDLE_FRACTION:.0f}% "
+              f"to the last send, never the first {gpu_idle.OPENING_S:g} s; a run without one is not measured) below its idle threshold ({100 * gpu_idle.IDLE_FRACTION:.0f}% "
               "of the way from its lowest draw, the idle GPU at the opening, to its 95th percentile, the busy GPU); "
               "the GPU did no work then although requests were in flight. 'engine gen tok/s, GPU idle (intervals)': "
               "the engine's own generation counter over the /metrics intervals whose midpoint's power was idle, "
