@@ -65,11 +65,12 @@ def test_a_reference_slower_than_the_captured_decode_rate_gives_no_cost_and_says
     # in the window; the uncaptured window one wave earlier reached the client at 11,311 tok/s
     p = ProfileRecord(window_in_flight=256, window_prefill_share=0.0, baseline_output_tok_s=11311.101,
                       window_s=[28.8055, 29.8283])
-    assert R.step_cost_pct(p, 79, 12.745) is None  # -77.6%: the client limited the reference
+    assert R.step_cost_pct(p, 79, 12.745) is None  # -77.6%: something after the GPU limited the reference
     assert R._limited_note(p, 79, 12.745, False) == (
         "capture cost not measured: the uncaptured window reached the client at 11,311 tok/s, below the captured "
-        "window's decode rate (20,086 tok/s from its steps): the delivery to the client (its event loop, or tokens "
-        "bunched in chunks), not the engine, limited the reference")
+        "window's decode rate (20,086 tok/s from its steps): something after the GPU limited the reference (the "
+        "serving process's output path or the client; the client shortfall and the GPU-idle columns of the "
+        "telemetry table tell which)")
     p.baseline_output_tok_s = 19500.0  # -3.0%: within noise of no cost, given
     assert R.step_cost_pct(p, 79, 12.745) == -3.0 and R._limited_note(p, 79, 12.745, False) == ""
 

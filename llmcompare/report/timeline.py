@@ -60,8 +60,10 @@ def coverage(p: ProfileRecord, steps: int, step_ms_mean: float | None) -> float 
 
 
 # below this GPU-side cost (%) the uncaptured reference is the slower one: the profiler does not speed a GPU up, so
-# the client (one token per chunk, its event loop) or bunched chunks limited the reference (H200, c=256: the
-# reference reached the client at 11-14k tok/s while the captured engines decoded at 17.7-20.1k tok/s)
+# something after the GPU limited the reference (H200, c=256: the reference reached the client at 11-14k tok/s while
+# the captured engines decoded at 17.7-20.1k tok/s). What: on the H100 at c=512 vLLM's own token counter, in its API
+# server process, ran as slowly as the client's while its GPU stepped at the full batch (reports/h100-c512-complete),
+# so there its serving process's output path, not the client, was the limit; the note does not say which in general
 LIMITED_REFERENCE = -5.0
 
 
@@ -93,8 +95,9 @@ def _limited_note(p: ProfileRecord, steps: int, step_ms_mean: float | None, mixe
     if rate is None or not p.baseline_output_tok_s or step_cost_pct(p, steps, step_ms_mean, mixed) is not None:
         return ""
     return (f"capture cost not measured: the uncaptured window reached the client at {p.baseline_output_tok_s:,.0f} "
-            f"tok/s, below the captured window's decode rate ({rate:,.0f} tok/s from its steps): the delivery to the "
-            "client (its event loop, or tokens bunched in chunks), not the engine, limited the reference")
+            f"tok/s, below the captured window's decode rate ({rate:,.0f} tok/s from its steps): something after the "
+            "GPU limited the reference (the serving process's output path or the client; the client shortfall and "
+            "the GPU-idle columns of the telemetry table tell which)")
 
 
 def decode_batch(p: ProfileRecord, usable: list) -> float | None:
@@ -184,7 +187,7 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
               f"(above {100 * PREFILL_PHASE:.0f}% the window is a prefill phase, said in the notes). "
               "'GPU-side cost' is the capture's cost from the timeline: the window's decode rate (requests decoding "
               "mid-window x 1000 / mean step ms) against the output tok/s of an uncaptured window one wave earlier in "
-              f"the same pass (not given below {LIMITED_REFERENCE:g}%: the client then limited the reference); "
+              f"the same pass (not given below {LIMITED_REFERENCE:g}%: something after the GPU then limited the reference); "
               "'client cost' compares output tok/s reaching the client "
               "inside the window with an uncaptured window of the same pass, which is invalid when the profiler's "
               "start blocks the server's event loop (tokens then arrive bunched: the notes say so).")
