@@ -100,7 +100,10 @@ def test_the_report_reads_the_files_and_says_where_the_counter_ran_behind_the_gp
     telemetry_section(doc, {"tm": sv})
     md = doc.markdown()
     assert "| 12.0 | 14,000 (6) | 8,000 |" in md
-    assert "while the GPU drew idle power in: tm c=4 #1" in md and "not measured here" in md
+    assert "more than 0.5 x its busy-time rate while the GPU drew idle power in: tm c=4 #1" in md
+    assert "not measured here" in md
+    assert not gpu_idle.counter_lagged(gpu_idle.compare(gpu_idle.power_series(power_rows(waits)),
+                                                         counters(lambda t: 0.0 if 14 <= t < 17 else 8000.0), WHOLE))
     assert idle_by_point(tmp_path / "nowhere", "tm") == {}
 
 

@@ -5,9 +5,9 @@ Why: a delivered rate below the GPU's decode rate has several possible causes (t
 running, the serving process, the client). A GPU that draws its idle power while requests are in flight did no
 work then, so the point was not GPU-bound for that time; and where the engine's counter still rose quickly in
 those seconds, the counter (kept in the engine's serving process, as vLLM's is) ran behind the GPU: the tokens had
-been generated earlier and were still on their way out. Measured first on an H100 at c=512 (reports/h100-c512-complete:
-vLLM's GPU idle in 10-14% of the samples while its counter rose at ~13k tok/s; TurboMind's idle in none after the
-opening).
+been generated earlier and were still on their way out. Measured first on an H100 at c=512
+(reports/h100-c512-complete: vLLM's GPU idle in 4-10% of each window while its counter rose at 13-15k tok/s against
+~8k while the GPU was busy; TurboMind's idle in none).
 
 Rule. Power: per nvidia-smi sample time, summed over the GPUs (on Ampere and newer `power.draw` is the average over
 the last second). floor = the point's lowest sum (the idle draw, reached at the opening, when the GPU waits for the
@@ -15,8 +15,10 @@ first requests), top = its 95th percentile (the busy draw); a sample is idle bel
 floor). Where top - floor < MIN_CONTRAST_W the point has no idle/busy contrast to tell (not measured). Only the
 point's comparison window counts (analysis/agreement.py's window_s: from the steady state's start to the last
 send, so neither the warm-up nor the drain, when few requests are left); never its first OPENING_S seconds (every
-point opens on an idle GPU); a window with fewer than MIN_SAMPLES power samples, or none on file, is not measured. A counter interval (two consecutive /metrics samples) is idle when the power sample
-nearest its midpoint is.
+point opens on an idle GPU); a window with fewer than MIN_SAMPLES power samples, or none on file, is not measured.
+A counter interval (two consecutive /metrics samples) is idle when the power sample nearest its midpoint is. Where
+the counter's mean rate over the idle intervals exceeds LAGGING_RATIO x its rate over the busy ones, the report names
+the run: the counter ran behind the GPU there.
 
 Clocks: telemetry times are Unix seconds (nvidia-smi's own stamps), the counter samples' seconds from the sampler's
 start; both samplers start together around the point (serve/measure.py), so each series is counted from its own
@@ -34,6 +36,13 @@ IDLE_FRACTION = 0.4  # of the way from the idle draw to the busy draw; H100 at c
 MIN_CONTRAST_W = 150.0  # below it the point has no idle stretch to find (or the GPU never left its idle draw)
 OPENING_S = 5.0  # the point's first seconds: the GPU waits for the first prompts
 MIN_SAMPLES = 25  # power samples in the window (5 s at the default 0.2 s): fewer say nothing about its share
+LAGGING_RATIO = 0.5  # a counter still rising at over half its busy rate while the GPU idles counts tokens made earlier
+
+
+def counter_lagged(g: GpuIdle | None) -> bool:
+    """Whether the engine's counter rose quickly while the GPU was idle (LAGGING_RATIO of its busy-time rate)."""
+    return bool(g and g.gen_tok_s_idle is not None and g.gen_tok_s_busy
+                and g.gen_tok_s_idle > LAGGING_RATIO * g.gen_tok_s_busy)
 
 
 def power_series(rows: Sequence[dict]) -> list[tuple[float, float]]:

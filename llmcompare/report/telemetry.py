@@ -83,7 +83,7 @@ def telemetry_section(doc: Doc, engines: dict) -> None:
             g = idle.get((p.index, p.repeat, p.attempt))
             rows.append([lb, p.label, p.repeat + 1, p.status, tok_s, t.mean_power_w, t.energy_j, j_tok,
                          t.sm_clock_mhz_mean, t.sm_clock_mhz_min, t.memory_used_mib_max, *_idle_cells(g)])
-            if g and g.gen_tok_s_idle is not None and g.gen_tok_s_busy and g.gen_tok_s_idle > 0.5 * g.gen_tok_s_busy:
+            if gpu_idle.counter_lagged(g):
                 waited.append(f"{lb} {p.label} #{p.repeat + 1}")
     if not rows and not missing:
         return
@@ -92,20 +92,22 @@ def telemetry_section(doc: Doc, engines: dict) -> None:
         doc.p("nvidia-smi sampled during each measured run (every GPU of the host, summed); energy = power "
               "integrated over the samples; J/token = energy / the point's output tokens. 'GPU idle %': the share of "
               "power samples in the point's comparison window (the engine-counter window: the steady state's start "
-              f"to the last send, never the first {gpu_idle.OPENING_S:g} s; a run without one is not measured) below its idle threshold ({100 * gpu_idle.IDLE_FRACTION:.0f}% "
-              "of the way from its lowest draw, the idle GPU at the opening, to its 95th percentile, the busy GPU); "
-              "the GPU did no work then although requests were in flight. 'engine gen tok/s, GPU idle (intervals)': "
-              "the engine's own generation counter over the /metrics intervals whose midpoint's power was idle, "
-              "against the other intervals; where it rose quickly while the GPU was idle, the counter ran behind the GPU "
-              "(it counts tokens as the serving process handles them; vLLM's, in its API server process): those "
-              "tokens had been generated earlier and were still on their way out. Power and counter clocks are matched from their first samples (about 1 s coarse: "
-              "nvidia-smi's power is a 1 s average), so only shares and mean rates are given "
-              "(llmcompare/analysis/gpu_idle.py).")
+              f"to the last send, never the first {gpu_idle.OPENING_S:g} s; a run without one is not measured) "
+              f"below its idle threshold ({100 * gpu_idle.IDLE_FRACTION:.0f}% of the way from its lowest draw, the "
+              "idle GPU at the opening, to its 95th percentile, the busy GPU): the GPU was at or near its idle draw "
+              "although requests were in flight. 'engine gen tok/s, GPU idle (intervals)': the engine's own "
+              "generation counter over the /metrics intervals whose midpoint's power was idle, against the other "
+              "intervals; where it rose quickly while the GPU was idle, the counter ran behind the GPU (it counts "
+              "tokens as the serving process handles them; vLLM's, in its API server process): those tokens had "
+              "been generated earlier and were still on their way out. Power and counter clocks are matched from "
+              "their first samples (about 1 s coarse: nvidia-smi's power is a 1 s average), so only shares and mean "
+              "rates are given (llmcompare/analysis/gpu_idle.py).")
         doc.table(["engine", "point", "repeat", "status", "output tok/s", "mean power W", "energy J", "J/token",
                    "SM clock MHz (mean)", "SM clock MHz (min)", "memory MiB (max)", "GPU idle %",
                    "engine gen tok/s, GPU idle (intervals)", "engine gen tok/s, GPU busy"], rows)
     if waited:
-        doc.p("The engine's counter rose at more than half its busy-time rate while the GPU drew idle power in: "
+        doc.p(f"The engine's counter rose at more than {gpu_idle.LAGGING_RATIO:g} x its busy-time rate while the GPU "
+              "drew idle power in: "
               + "; ".join(waited) + ". In those seconds the GPU was idle while the serving process was still "
               "delivering tokens generated earlier, so the GPU did not set the pace (in a closed loop the next "
               "requests wait for those completions); which part of the output path held the tokens (the hand-off "

@@ -187,7 +187,8 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
               f"(above {100 * PREFILL_PHASE:.0f}% the window is a prefill phase, said in the notes). "
               "'GPU-side cost' is the capture's cost from the timeline: the window's decode rate (requests decoding "
               "mid-window x 1000 / mean step ms) against the output tok/s of an uncaptured window one wave earlier in "
-              f"the same pass (not given below {LIMITED_REFERENCE:g}%: something after the GPU then limited the reference); "
+              f"the same pass (not given below {LIMITED_REFERENCE:g}%: something after the GPU then limited the "
+              "reference); "
               "'client cost' compares output tok/s reaching the client "
               "inside the window with an uncaptured window of the same pass, which is invalid when the profiler's "
               "start blocks the server's event loop (tokens then arrive bunched: the notes say so).")

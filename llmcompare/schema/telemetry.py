@@ -33,8 +33,9 @@ class TelemetrySummary:
 @dataclass
 class GpuIdle:
     """Whether the GPU waited during a point (analysis/gpu_idle.py): the share of its power samples at idle draw
-    over the point's comparison window, and the engine's own generation counter in the seconds the GPU was idle against the others.
-    Computed by the report from <engine>.telemetry.jsonl.gz and <engine>.metrics.jsonl; not stored in run.json."""
+    over the point's comparison window, and the engine's own generation counter in the seconds the GPU was idle
+    against the others. Computed by the report from <engine>.telemetry.jsonl.gz and <engine>.metrics.jsonl; not
+    stored in run.json."""
     samples: int = 0  # power samples in the window
     window_s: list[float] = field(default_factory=list)  # [from, to] s from the point's start
     threshold_w: float | None = None  # idle below this sum over the GPUs
