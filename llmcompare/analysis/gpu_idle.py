@@ -7,7 +7,7 @@ work then, so the point was not GPU-bound for that time; and where the engine's 
 those seconds, the counter (kept in the engine's serving process, as vLLM's is) ran behind the GPU: the tokens had
 been generated earlier and were still on their way out. Measured first on an H100 at c=512
 (reports/h100-c512-complete: vLLM's GPU idle in 4-10% of each window while its counter rose at 13-15k tok/s against
-~8k while the GPU was busy; TurboMind's idle in none).
+~8k while the GPU was busy, 10-17k at any alignment within 1 s; TurboMind's idle in none).
 
 Rule. Power: per nvidia-smi sample time, summed over the GPUs (on Ampere and newer `power.draw` is the average over
 the last second). floor = the point's lowest sum (the idle draw, reached at the opening, when the GPU waits for the
@@ -17,17 +17,19 @@ point's comparison window counts (analysis/agreement.py's window_s: from the ste
 send, so neither the warm-up nor the drain, when few requests are left); never its first OPENING_S seconds (every
 point opens on an idle GPU); a window with fewer than MIN_SAMPLES power samples, or none on file, is not measured.
 A counter interval (two consecutive /metrics samples) is idle when the power sample nearest its midpoint is. Where
-the counter's mean rate over the idle intervals exceeds LAGGING_RATIO x its rate over the busy ones, the report names
-the run: the counter ran behind the GPU there.
+the counter's mean rate over the idle intervals exceeds its rate over the busy ones at every alignment of the two
+clocks within ALIGN_SHIFTS_S, the report names the run: the counter ran behind the GPU there.
 
 Clocks: telemetry times are Unix seconds (nvidia-smi's own stamps), the counter samples' seconds from the sampler's
 start; both samplers start together around the point (serve/measure.py), so each series is counted from its own
 first sample. The error is about one telemetry interval plus the 1 s averaging: coarse, so only the shares and the
-mean rates are given, never single seconds.
+mean rates are given, never single seconds, and the lag is claimed only where it survives shifting the power by up
+to 1 s either way.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from llmcompare.schema.telemetry import GpuIdle
@@ -36,13 +38,16 @@ IDLE_FRACTION = 0.4  # of the way from the idle draw to the busy draw; H100 at c
 MIN_CONTRAST_W = 150.0  # below it the point has no idle stretch to find (or the GPU never left its idle draw)
 OPENING_S = 5.0  # the point's first seconds: the GPU waits for the first prompts
 MIN_SAMPLES = 25  # power samples in the window (5 s at the default 0.2 s): fewer say nothing about its share
-LAGGING_RATIO = 0.5  # a counter still rising at over half its busy rate while the GPU idles counts tokens made earlier
+# the clocks' matching error: nvidia-smi's power is a trailing 1 s average and its first sample comes a little after
+# the counters' (0.1-0.5 s); the counter's idle-time rate is also taken with the power shifted by each of these
+ALIGN_SHIFTS_S = (-1.0, -0.5, 0.5, 1.0)
 
 
 def counter_lagged(g: GpuIdle | None) -> bool:
-    """Whether the engine's counter rose quickly while the GPU was idle (LAGGING_RATIO of its busy-time rate)."""
-    return bool(g and g.gen_tok_s_idle is not None and g.gen_tok_s_busy
-                and g.gen_tok_s_idle > LAGGING_RATIO * g.gen_tok_s_busy)
+    """Whether the engine's counter rose faster while the GPU was idle than while it was busy, at every alignment
+    of the two clocks within ALIGN_SHIFTS_S: a GPU at idle draw generates next to nothing, so those tokens were made
+    earlier. (H100, c=512: it holds for vLLM at every shift; H200, c=256, h200-converge: it reverses at +0.5 s.)"""
+    return bool(g and g.idle_over_busy_min is not None and g.idle_over_busy_min > 1.0)
 
 
 def power_series(rows: Sequence[dict]) -> list[tuple[float, float]]:
@@ -73,16 +78,28 @@ def threshold_w(watts: Sequence[float]) -> float | None:
 
 
 def _nearest(series: list[tuple[float, float]], t: float) -> float:
-    lo, hi = 0, len(series) - 1
-    while lo < hi:  # the first sample at or after t
-        mid = (lo + hi) // 2
-        if series[mid][0] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo > 0 and abs(series[lo - 1][0] - t) < abs(series[lo][0] - t):
-        lo -= 1
-    return series[lo][1]
+    """The value of the sample nearest t in a time-sorted [(t, value)]."""
+    i = min(bisect.bisect_left(series, t, key=lambda x: x[0]), len(series) - 1)
+    if i > 0 and abs(series[i - 1][0] - t) < abs(series[i][0] - t):
+        i -= 1
+    return series[i][1]
+
+
+def _rates(power: list[tuple[float, float]], pts: list[tuple[float, float]], lo: float, hi: float, thr: float,
+           shift_s: float = 0.0) -> tuple[list[float], list[float]]:
+    """The counter's rates (tok/s) over its intervals inside [lo, hi], split by the power at each midpoint (the
+    power's clock moved by shift_s): (idle, busy)."""
+    idle, busy = [], []
+    for (ta, va), (tb, vb) in zip(pts, pts[1:], strict=False):  # consecutive pairs
+        mid = (ta + tb) / 2
+        if tb <= ta or not lo <= mid <= hi:
+            continue
+        (idle if _nearest(power, mid - shift_s) < thr else busy).append((vb - va) / (tb - ta))
+    return idle, busy
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
 def compare(power: list[tuple[float, float]], counters: Sequence[tuple[float, float]],
@@ -108,14 +125,13 @@ def compare(power: list[tuple[float, float]], counters: Sequence[tuple[float, fl
         return out
     out.threshold_w = round(thr, 1)
     out.idle_share = sum(1 for w in inside if w < thr) / len(inside)
-    idle, busy = [], []
     pts = [(t, v) for t, v in counters if v is not None]
-    for (ta, va), (tb, vb) in zip(pts, pts[1:], strict=False):  # consecutive pairs
-        mid = (ta + tb) / 2
-        if tb <= ta or not lo <= mid <= hi:
-            continue
-        (idle if _nearest(power, mid) < thr else busy).append((vb - va) / (tb - ta))
+    idle, busy = _rates(power, pts, lo, hi, thr)
     out.idle_intervals, out.busy_intervals = len(idle), len(busy)
-    out.gen_tok_s_idle = sum(idle) / len(idle) if idle else None
-    out.gen_tok_s_busy = sum(busy) / len(busy) if busy else None
+    out.gen_tok_s_idle, out.gen_tok_s_busy = _mean(idle), _mean(busy)
+    ratios = []
+    for shift in (0.0, *ALIGN_SHIFTS_S):
+        i, b = (_mean(x) for x in _rates(power, pts, lo, hi, thr, shift))
+        ratios.append(i / b if i is not None and b else None)
+    out.idle_over_busy_min = None if None in ratios else round(min(ratios), 3)
     return out

@@ -11,15 +11,14 @@ from pathlib import Path
 from llmcompare.analysis import gpu_idle
 from llmcompare.report.doc import Doc
 from llmcompare.schema.files import read_jsonl
+from llmcompare.schema.request_lines import Cell
 from llmcompare.schema.telemetry import GpuIdle
-
-Cell = tuple[int, int, int]  # (point index, repeat, attempt)
 
 
 def _by_cell(rows: list[dict]) -> dict[Cell, list[dict]]:
     out: dict[Cell, list[dict]] = {}
-    for r in rows:
-        out.setdefault((r.get("point"), r.get("repeat"), r.get("attempt", 1)), []).append(r)
+    for r in rows:  # tags as request_lines reads them: no repeat is 0, no attempt is 1
+        out.setdefault((r.get("point"), r.get("repeat", 0), r.get("attempt", 1)), []).append(r)
     return out
 
 
@@ -61,6 +60,8 @@ def _idle_cells(g: GpuIdle | None) -> list:
     if g.idle_share is None:
         return [g.why_not, None, None]
     rate = (f"{g.gen_tok_s_idle:,.0f} ({g.idle_intervals})" if g.gen_tok_s_idle is not None else "–")
+    if g.idle_over_busy_min is not None:
+        rate += f"; idle/busy at worst {g.idle_over_busy_min:.2f}"
     busy = f"{g.gen_tok_s_busy:,.0f}" if g.gen_tok_s_busy is not None else "–"
     return [f"{100 * g.idle_share:.1f}", rate, busy]
 
@@ -97,17 +98,18 @@ def telemetry_section(doc: Doc, engines: dict) -> None:
               "idle GPU at the opening, to its 95th percentile, the busy GPU): the GPU was at or near its idle draw "
               "although requests were in flight. 'engine gen tok/s, GPU idle (intervals)': the engine's own "
               "generation counter over the /metrics intervals whose midpoint's power was idle, against the other "
-              "intervals; where it rose quickly while the GPU was idle, the counter ran behind the GPU (it counts "
-              "tokens as the serving process handles them; vLLM's, in its API server process): those tokens had "
-              "been generated earlier and were still on their way out. Power and counter clocks are matched from "
-              "their first samples (about 1 s coarse: nvidia-smi's power is a 1 s average), so only shares and mean "
-              "rates are given (llmcompare/analysis/gpu_idle.py).")
+              "intervals, and the lowest ratio of the two over the clocks' alignments within 1 s either way (power "
+              "and counters are matched from their first samples, about 1 s coarse: nvidia-smi's power is a 1 s "
+              "average; so only shares and mean rates are given). Where the counter rose faster while the GPU was "
+              "idle than while it was busy at every alignment, it ran behind the GPU (it counts tokens as the "
+              "serving process handles them; vLLM's, in its API server process): those tokens had been generated "
+              "earlier and were still on their way out (llmcompare/analysis/gpu_idle.py).")
         doc.table(["engine", "point", "repeat", "status", "output tok/s", "mean power W", "energy J", "J/token",
                    "SM clock MHz (mean)", "SM clock MHz (min)", "memory MiB (max)", "GPU idle %",
                    "engine gen tok/s, GPU idle (intervals)", "engine gen tok/s, GPU busy"], rows)
     if waited:
-        doc.p(f"The engine's counter rose at more than {gpu_idle.LAGGING_RATIO:g} x its busy-time rate while the GPU "
-              "drew idle power in: "
+        doc.p("The engine's counter rose faster while the GPU drew idle power than while it was busy, at every "
+              "alignment of the clocks within 1 s, in: "
               + "; ".join(waited) + ". In those seconds the GPU was idle while the serving process was still "
               "delivering tokens generated earlier, so the GPU did not set the pace (in a closed loop the next "
               "requests wait for those completions); which part of the output path held the tokens (the hand-off "

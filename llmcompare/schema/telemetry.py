@@ -44,4 +44,5 @@ class GpuIdle:
     busy_intervals: int = 0
     gen_tok_s_idle: float | None = None  # the engine's generation_tokens_total rate over the idle intervals (mean)
     gen_tok_s_busy: float | None = None
+    idle_over_busy_min: float | None = None  # lowest idle/busy rate ratio over the clocks' alignments (ALIGN_SHIFTS_S)
     why_not: str | None = None  # set where idle and busy cannot be told apart
