@@ -70,7 +70,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for k in a.waves:
         ca, ba = rates(a.run, a.candidate, a.point, k), rates(a.run, a.baseline, a.point, k)
-        none = sum(s is None for s, _, _ in ca + ba)
+        none = f"{a.candidate} {sum(s is None for s, _, _ in ca)}, {a.baseline} {sum(s is None for s, _, _ in ba)}"
+        whys = "; ".join(sorted({w.split(":")[0] for s, _, w in ca + ba if s is None and w}))  # without the counts
+        none = f"{none} ({whys})" if whys else none
         cs, bs = [s for s, _, _ in ca if s], [s for s, _, _ in ba if s]
         if cs and bs:
             print(f"| {k} | steady state | {cell(cs)} | {cell(bs)} | {gap_text(cs, bs)} | {none} |")

@@ -94,6 +94,12 @@ def test_a_two_by_two_grid_against_real_vllm(tmp_path, vllm_py, tiny_model, cli)
     assert any("no steady state (too short" in w for w in last[0]["warnings"])
     samples = [json.loads(x) for x in (d / "vllm-cpu.metrics.jsonl").read_text().splitlines()]
     assert samples and "num_requests_running" in samples[0]
+    # each sample's wall-clock time (nvidia-smi's clock, for analysis/gpu_idle.py): one fixed offset from t_s per
+    # point, and within this test's run of now
+    for point in {x["point"] for x in samples}:
+        zero = [x["unix_s"] - x["t_s"] for x in samples if x["point"] == point]
+        assert max(zero) - min(zero) < 0.01, zero
+    assert 0 <= time.time() - samples[-1]["unix_s"] < 600
     assert "Application startup complete" in (d / "vllm-cpu.server.log").read_text()
     assert group_gone(eng["pid"])
 

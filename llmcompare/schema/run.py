@@ -8,7 +8,7 @@ A serve-bench run directory holds
                               after every state change, so it is always readable
   <engine>.requests.jsonl     one line per finished request (appended as each finishes)
   <engine>.series.jsonl       per point, one line per second: output tokens, requests in flight, engine gauges
-  <engine>.metrics.jsonl      the engine's Prometheus samples, one line per sample
+  <engine>.metrics.jsonl      the engine's Prometheus samples, one line per sample (t_s; unix_s from session 20)
   <engine>.server.log         the server's stdout and stderr
 A kernel-bench run directory holds run.json (KernelRun, schema KERNEL_SCHEMA), kernels.csv and worker logs.
 

@@ -46,3 +46,11 @@ class GpuIdle:
     gen_tok_s_busy: float | None = None
     idle_over_busy_min: float | None = None  # lowest idle/busy rate ratio over the clocks' alignments (ALIGN_SHIFTS_S)
     why_not: str | None = None  # set where idle and busy cannot be told apart
+    clocks: str = ""  # how power and counters were matched: by Unix time, or from their first samples (~1 s)
+    # the engine's requests (its num_requests_running / _waiting gauges, mean over its samples) while the GPU was
+    # idle and while busy; only where the clocks are matched by Unix time (None otherwise)
+    running_idle: float | None = None
+    waiting_idle: float | None = None
+    running_busy: float | None = None
+    waiting_busy: float | None = None
+    running_idle_range: list[float] | None = None  # [lowest, highest] running_idle over ALIGNED_SHIFTS_S

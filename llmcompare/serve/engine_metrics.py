@@ -57,10 +57,14 @@ def decode_page(body: bytes) -> str:
 
 
 class MetricsSampler:
-    """Async context manager: samples `url` every interval_s into .samples = [(t_s, {name: value})]."""
+    """Async context manager: samples `url` every interval_s into .samples = [(t_s, {name: value})], t_s from t0 on
+    the perf_counter clock; unix_s(t_s) is the sample's wall-clock time."""
 
     def __init__(self, session: aiohttp.ClientSession, url: str, interval_s: float, t0: float):
         self.session, self.url, self.interval_s, self.t0 = session, url, interval_s, t0
+        # Unix time of the perf_counter clock's zero, so a sample's wall-clock time is this + t0 + t_s: the clock
+        # nvidia-smi stamps its telemetry with (analysis/gpu_idle.py matches the two on it)
+        self.unix_offset_s = time.time() - time.perf_counter()
         self.samples: list[tuple[float, dict[str, float]]] = []
         self.error: str | None = None
         self._task: asyncio.Task | None = None
@@ -80,6 +84,9 @@ class MetricsSampler:
             except (aiohttp.ClientError, asyncio.TimeoutError) as e:
                 self.error = f"{type(e).__name__}: {e}"
             await asyncio.sleep(self.interval_s)
+
+    def unix_s(self, t_s: float) -> float:
+        return self.unix_offset_s + self.t0 + t_s
 
     async def __aenter__(self) -> MetricsSampler:
         if self.interval_s > 0:

@@ -210,7 +210,8 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
         res.prefix_cache = prefix_cache.delta(cache_before, await prefix_cache.read(session, url))
     finally:
         for t, vals in sampler.samples:
-            append_jsonl(rf.path(name, "metrics.jsonl"), {**tag, "t_s": round(t, 4), **vals})
+            row = {**tag, "t_s": round(t, 4), "unix_s": round(sampler.unix_s(t), 4)}  # unix_s: nvidia-smi's clock
+            append_jsonl(rf.path(name, "metrics.jsonl"), {**row, **vals})
         _finish(b, res, pr, saved, sampler, floor)
         res.telemetry = tel.save(rf.path(name, "telemetry.jsonl.gz"), tag, res.metrics)
         rf.point(name, res)
