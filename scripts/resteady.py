@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Recomputes the steady-state window (llmcompare/analysis/steady.py) of every point of saved serve-bench runs from their
-<engine>.requests.jsonl, with the current definition, and rewrites run.json (atomically). For runs measured before
-a change of that definition; a run's README says when it was applied. Nothing else in run.json changes.
+<engine>.requests.jsonl (or .jsonl.xz), with the current definition, and rewrites run.json (atomically). For runs
+measured before a change of that definition; a run's README says when it was applied. Nothing else in run.json
+changes. With --half only the length check's first-half figures (PointResult.half_steady_tok_s, half_no_steady:
+files before session 20 lack them) are added, and the steady state is left as it is.
 
-  python scripts/resteady.py RUN_DIR [RUN_DIR...]
+  python scripts/resteady.py [--half] RUN_DIR [RUN_DIR...]
 """
 
 from __future__ import annotations
@@ -12,21 +14,25 @@ import sys
 from pathlib import Path
 
 from llmcompare.analysis import steady
-from llmcompare.schema.codec import record
-from llmcompare.schema.files import load_run, read_jsonl, write_json
-from llmcompare.schema.request import RequestRecord
+from llmcompare.schema import request_lines
+from llmcompare.schema.files import load_run, write_json
 
 
-def resteady(run_dir: str) -> None:
+def resteady(run_dir: str, half_only: bool = False) -> None:
     run = load_run(run_dir)
     for name, e in run.engines.items():
-        f = Path(run.dir) / f"{name}.requests.jsonl"
-        lines = read_jsonl(f) if f.exists() else []
+        cells = request_lines.records(Path(run.dir), name)
         for p in e.points:
-            recs = [record(RequestRecord, r) for r in lines
-                    if (r["point"], r["repeat"], r["attempt"]) == (p.index, p.repeat, p.attempt)]
+            recs = cells.get((p.index, p.repeat, p.attempt), [])
+            if not recs or not p.metrics:
+                continue
+            p.half_steady_tok_s, p.half_no_steady = steady.first_half(recs, p.concurrency)
+            print(f"{name} {p.label} #{p.repeat + 1} attempt {p.attempt}: first half "
+                  f"{p.half_steady_tok_s or p.half_no_steady}")
+            if half_only:
+                continue
             before = p.steady.output_throughput if p.steady else None
-            p.steady, why = steady.find(recs, p.concurrency) if recs and p.metrics else (None, "")
+            p.steady, why = steady.find(recs, p.concurrency)
             p.no_steady = why or None
             after = p.steady.output_throughput if p.steady else None
             print(f"{name} {p.label} #{p.repeat + 1} attempt {p.attempt}: steady {before} -> {after}")
@@ -34,5 +40,7 @@ def resteady(run_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    for d in sys.argv[1:]:
-        resteady(d)
+    args = sys.argv[1:]
+    half = "--half" in args
+    for d in (a for a in args if a != "--half"):
+        resteady(d, half)

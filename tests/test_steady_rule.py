@@ -201,3 +201,18 @@ def test_a_reason_is_worded_once_in_new_and_older_files():
     assert tm.points[1].no_steady.startswith("MSER-5's minimum lies in the second half (batch 7 of 13)")
     (row,) = verdict.compare(load_run(run_dir).engines["vllm"], tm, cross_machine=True)
     assert "has no steady state (MSER-5's minimum" in row.why
+
+
+def test_the_first_half_is_what_a_point_half_as_long_would_have_measured():
+    # full speed for the first ~60 s (the first ~480 of 1,000 requests), then 20% slower: the first half's steady
+    # rate is the full-speed rate, the whole point's lower; a point too short for the rule says why
+    recs = closed_loop(8, 1000, lambda t: 1.0 if t < 65 else 0.8)
+    rate, why = steady.first_half(recs, 8)
+    full = 8 * 50 / (0.05 + 50 * 0.02 * np.exp(0.02))
+    assert why is None and rate == pytest.approx(full, rel=0.03)
+    whole = sum(r.output_tokens for r in recs) / max(r.dispatch_s + r.e2el_ms / 1000 for r in recs)
+    st, why_full = steady.find(recs, 8)
+    assert whole < 0.95 * rate and (st is None or st.output_throughput < 0.95 * rate), why_full
+    assert steady.first_half(recs[:800], 8)[0] == steady.find(recs[:400], 8)[0].output_throughput  # by index
+    rate, why = steady.first_half(closed_loop(2, 40, lambda t: 1.0), 2)
+    assert rate is None and why.startswith("too short for MSER-5")

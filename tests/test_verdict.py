@@ -208,9 +208,10 @@ def test_the_verdict_table_gives_tail_latency_beside_throughput(tmp_path):
     head = next(ln for ln in md.splitlines() if ln.startswith("| engine | point | output tok/s"))
     assert "| TTFT p99 difference % | TPOT p99 difference % | traffic |" in head
     c1 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=1 |")).split(" | ")
-    assert c1[10].startswith("+100.0% [") and c1[10].endswith("] slower") and c1[11] == "–"
+    assert c1[10] == "not checked: the verdict is on whole points"  # the length check's column
+    assert c1[11].startswith("+100.0% [") and c1[11].endswith("] slower") and c1[12] == "–"
     c8 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=8 |")).split(" | ")
-    assert c8[10] == "–"  # no p99 TTFT at c=8: no verdict on it
+    assert c8[11] == "–"  # no p99 TTFT at c=8: no verdict on it
 
 
 def mser_point(i, repeat, whole, rate, half=None, no_steady=None):
@@ -242,3 +243,44 @@ def test_the_verdict_uses_the_steady_rate_says_why_and_keeps_the_whole_point_bes
 def test_one_run_uses_the_rules_own_half_width():
     e = verdict.estimate([mser_point(0, 0, 90.0, 100.0, half=3.0)])
     assert (e.lo, e.hi) == (97.0, 103.0) and "10 batch means" in e.method
+
+
+def halves(name, rates, halfs):
+    """An engine whose 3 repeats have steady rates `rates` and first-half steady rates `halfs` (None: not on file)."""
+    points = []
+    for r, (v, h) in enumerate(zip(rates, halfs, strict=True)):
+        p = dataclasses.replace(mser_point(0, r, v, v), half_steady_tok_s=h)
+        p.steady = dataclasses.replace(p.steady, warmup_s=20.0, end_reason="last send", rel_halfwidth=0.01,
+                                       target_rel_halfwidth=0.02, converged=True)
+        points.append(p)
+    return EngineRecord(name=name, kind="vllm", status="complete", machine=ONE, points=points)
+
+
+def test_the_length_check_compares_the_full_gap_with_the_first_halves_interval(tmp_path):
+    a = halves("a", [100.0, 101.0, 99.0], [100.0, 101.0, 99.0])
+    # b 10% behind over the whole points, and in their first halves too: the verdict holds at half the length
+    (row,) = verdict.compare(halves("b", [90.0, 91.0, 89.0], [89.0, 91.0, 90.0]), a)
+    assert row.gap.word == "slower" and row.half.word == "slower" and not row.moved_with_length
+    assert row.half.lo_pct < row.gap.pct < row.half.hi_pct
+    # b level with a in the first halves, 10% behind over the whole: the figure depends on the point's length
+    (row,) = verdict.compare(halves("b", [90.0, 91.0, 89.0], [100.0, 102.0, 98.0]), a)
+    assert row.moved_with_length and row.half.word == "no significant difference"
+    d = write_run(tmp_path, [a, halves("b", [90.0, 91.0, 89.0], [100.0, 102.0, 98.0])])
+    md = (build_report([str(d)], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
+    assert "first half of each point: gap % [95%]" in md and ": the full-length gap lies outside it" in md
+    assert "Length check: the verdict moved with the point's length at b c=1 (-10.0% [" in md
+
+
+def test_the_length_check_says_why_it_cannot_be_made():
+    a = halves("a", [100.0, 101.0, 99.0], [100.0, 101.0, 99.0])
+    b = halves("b", [90.0, 91.0, 89.0], [90.0, None, 90.0])
+    (row,) = verdict.compare(b, a)
+    assert row.half is None and row.half_why.startswith("no first-half figure on file (a run before session 20")
+    b.points[1].half_no_steady = "too short for MSER-5: 13 observations, needs 20"
+    (row,) = verdict.compare(b, a)
+    assert row.half_why == "a repeat's first half has no steady state (too short for MSER-5: 13 observations, needs 20)"
+    b.points[1] = mser_point(0, 1, 91.0, 0.0, no_steady="MSER-5's minimum lies in the second half")
+    (row,) = verdict.compare(b, a)  # a whole-point verdict: its halves would hold no drain, so none is checked
+    assert row.half is None and row.half_why == "not checked: the verdict is on whole points"
+    (row,) = verdict.compare(b, a, "median_tpot_ms")  # latency verdicts: no length check
+    assert row.half is None and row.half_why == ""

@@ -53,7 +53,7 @@ ALIGNED_SHIFTS_S = (-0.25, 0.25)
 
 def counter_lagged(g: GpuIdle | None) -> bool:
     """Whether the engine's counter rose faster while the GPU was idle than while it was busy, at every alignment
-    of the two clocks within ALIGN_SHIFTS_S: a GPU at idle draw generates next to nothing, so those tokens were made
+    of the two clocks tried (ALIGN_SHIFTS_S; ALIGNED_SHIFTS_S where matched by Unix time): a GPU at idle draw generates next to nothing, so those tokens were made
     earlier. (H100, c=512: it holds for vLLM at every shift; H200, c=256, h200-converge: it reverses at +0.5 s.)"""
     return bool(g and g.idle_over_busy_min is not None and g.idle_over_busy_min > 1.0)
 

@@ -153,6 +153,15 @@ def find(records: Sequence[RequestRecord], concurrency: int | None, target: floa
     return st, ""
 
 
+def first_half(records: Sequence[RequestRecord], concurrency: int | None) -> tuple[float | None, str | None]:
+    """The steady-state rate (tok/s) of the point's first half by request index, the requests a point half as
+    long would have sent (in a closed loop and in an open loop's arrival order alike), or None and why not: the
+    verdict's length check (analysis/verdict.py). Its window ends at the half's last send, like a shorter point's."""
+    n = len(records)
+    st, why = find([r for r in records if r.index < n // 2], concurrency)
+    return (st.output_throughput, None) if st else (None, why)
+
+
 def _inside(records: Sequence[RequestRecord], start: float, end: float) -> Steady:
     """The window's token and request counts and the latency statistics of the requests inside it."""
     length = end - start

@@ -35,6 +35,14 @@ Interval of one engine's figure at one load point, from its values x_1..x_n:
 Gap of A against B: g = mean_A / mean_B - 1. Its interval is Welch's t interval on log(mean_A) - log(mean_B),
 with the delta-method variance s_A^2 / (n_A mean_A^2) + s_B^2 / (n_B mean_B^2) and Welch-Satterthwaite degrees of
 freedom, mapped back by exp(.) - 1. "no significant difference" when the interval holds 0.
+
+Length check (throughput verdicts on steady-state rates): the same rule applied to the first half of each
+repeat's requests (by index: what a point half as long would have sent up to its last send; run.json's
+half_steady_tok_s, computed as the point is saved) gives a half-length gap with its interval, as above. Where the
+full-length gap lies outside that interval, the verdict moved with the point's length, and the report says so; where
+a repeat's first half has no steady state, the check cannot be made, and the report says why. The halves share
+their requests with the full points, so agreement is a necessary condition, not a proof of invariance
+(reports/h200-invariance measured 3- to 30-wave prefixes).
 """
 
 # two-sided 95%: t(0.975, df) for df = 1..30; beyond, the Cornish-Fisher expansion around z
@@ -226,6 +234,13 @@ class Row:
     machines: str | None = None  # analysis/machines.difference, when the comparison was allowed across machines
     why: str = ""  # why the figure (why_figure)
     whole: Gap | None = None  # the whole-point gap, beside a steady-state verdict (None when the verdict is whole-point)
+    half: Gap | None = None  # the length check's gap on the points' first halves (METHOD); None: half_why says why
+    half_why: str = ""
+
+    @property
+    def moved_with_length(self) -> bool:
+        """The full-length gap lies outside the first halves' interval (METHOD, length check)."""
+        return bool(self.half and self.half.lo_pct is not None and not self.half.lo_pct <= self.gap.pct <= self.half.hi_pct)
 
 
 FIGURES = ("auto", "whole")  # auto: steady-state windows where both engines have them; whole: whole points
@@ -248,10 +263,36 @@ def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throug
         if a and b:
             better = metric == "output_throughput"
             wa, wb = (estimate(cp[key], metric, False), estimate(bp[key], metric, False)) if both else (None, None)
-            rows.append(Row(key, a, b, gap(a, b, higher_is_better=better), apart,
-                            why_figure(cand.name, cp[key], base.name, bp[key], figures, both),
-                            gap(wa, wb, higher_is_better=better) if wa and wb else None))
+            row = Row(key, a, b, gap(a, b, higher_is_better=better), apart,
+                      why_figure(cand.name, cp[key], base.name, bp[key], figures, both),
+                      gap(wa, wb, higher_is_better=better) if wa and wb else None)
+            if both and better:
+                row.half, row.half_why = half_gap(cp[key], bp[key])
+            else:
+                row.half_why = "not checked: the verdict is on whole points" if better else ""
+            rows.append(row)
     return rows
+
+
+def _values(xs: list[float]) -> Estimate:
+    """The estimate of one engine's figure from its repeats' values (the n >= 2 rule of METHOD)."""
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return Estimate(m, None, None, len(xs), xs, "one value, no interval", "steady-state rate (first half)")
+    half = t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+    return Estimate(m, m - half, m + half, len(xs), xs, f"across {len(xs)} repeats", "steady-state rate (first half)")
+
+
+def half_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None, str]:
+    """The length check's gap of the candidate's points against the baseline's, on their first halves' steady
+    rates; or None and why it cannot be made."""
+    for p in cp + bp:
+        if p.half_steady_tok_s is None:
+            if p.half_no_steady:
+                return None, f"a repeat's first half has no steady state ({p.half_no_steady})"
+            return None, "no first-half figure on file (a run before session 20; scripts/resteady.py --half adds it)"
+    g = gap(_values([p.half_steady_tok_s for p in cp]), _values([p.half_steady_tok_s for p in bp]))
+    return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")
 
 
 def refused(cand: EngineRecord, base: EngineRecord, cross_machine: bool) -> str | None:

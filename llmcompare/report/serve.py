@@ -60,12 +60,13 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     kinds = {(lb, r.key): traffic_of(engines[lb].run, r.key) for lb, r in all_rows}
     tails = tail_latency(engines, baseline, figures, cross_machine)
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
-               "from", "why this figure", "whole-point gap %", "interval", "TTFT p99 difference %",
-               "TPOT p99 difference %", "traffic"],
+               "from", "why this figure", "whole-point gap %", "interval", "first half of each point: gap % [95%]",
+               "TTFT p99 difference %", "TPOT p99 difference %", "traffic"],
               [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(),
                 r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source, r.why,
-                r.whole.text() if r.whole else "(the verdict's)", r.candidate.method,
+                r.whole.text() if r.whole else "(the verdict's)", r.candidate.method, _half_cell(r),
                 *tails.get((lb, r.key), ("–", "–")), kinds[(lb, r.key)]] for lb, r in all_rows])
+    length_note(doc, all_rows)
     if any(traffic.synchronized(k) for k in kinds.values()):
         doc.p("Rows marked synchronized are fixed lengths in a closed loop: the requests move in waves (they start, "
               "prefill, decode and finish together; the per-second chart shows the waves), so their figures depend "
@@ -76,6 +77,30 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     doc.p("How the figures, intervals and words are made: Method, verdicts (below).")
     doc.method("Verdicts: figures, intervals, significance (llmcompare/analysis/verdict.py)", verdict.METHOD)
     return gaps
+
+
+def _half_cell(r: verdict.Row) -> str:
+    if r.half is None:
+        return r.half_why or "–"
+    return f"{r.half.text()} {r.half.word}" + (": the full-length gap lies outside it" if r.moved_with_length else "")
+
+
+def length_note(doc: Doc, rows: list) -> None:
+    """What the length check (verdict.METHOD) found over the table's rows."""
+    checked = [(lb, r) for lb, r in rows if r.half is not None]
+    if not checked:
+        return
+    moved = [f"{lb} {r.key.label} ({r.gap.text()}; first halves {r.half.text()})" for lb, r in checked
+             if r.moved_with_length]
+    if moved:
+        doc.p("Length check: the verdict moved with the point's length at " + "; ".join(moved) + ". There the "
+              "first half of each point gives an interval that does not hold the full-length gap, so the figure "
+              "still depends on how long the point ran: a longer point (load.converge) is needed before it is a "
+              "verdict.")
+    else:
+        doc.p(f"Length check: at every row checked ({len(checked)} of {len(rows)}) the full-length gap lies "
+              "inside the interval of the same rule applied to the first half of each point (the halves share "
+              "their requests with the full points: a necessary condition, not a proof).")
 
 
 def tail_latency(engines: dict, baseline: str, figures: str, cross_machine: bool) -> dict:

@@ -230,6 +230,11 @@ class PointResult:
     metrics: Metrics | None = None  # whole point, as vLLM bench serve reports it
     steady: Steady | None = None
     no_steady: str | None = None  # why the point has no steady state (rule mser-5); None: it has one, or older files
+    # the length check (analysis/verdict.py): the steady-state rate (tok/s) of the point's first half, the requests
+    # a point half as long would have sent, by the same rule; None with half_no_steady saying why (both None: files
+    # before session 20; scripts/resteady.py --half adds them)
+    half_steady_tok_s: float | None = None
+    half_no_steady: str | None = None
     converge_stop: str | None = None  # load.converge: "converged" | "time up" | "requests used up"; None: not asked (or older files)
     trust: Trust = field(default_factory=Trust)
     server_metrics: dict[str, float] = field(default_factory=dict)  # time-averaged engine gauges
