@@ -13,12 +13,9 @@ module's Welch interval across repeats (analysis/verdict.gap). Writes a Markdown
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
 from pathlib import Path
 
 from llmcompare.analysis import steady, verdict
-from llmcompare.analysis.verdict import Estimate
 from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run
 
@@ -41,19 +38,13 @@ def rates(run_dir: Path, engine: str, point: int, waves: int) -> list[tuple[floa
     return out
 
 
-def estimate(xs: list[float]) -> Estimate:
-    m = statistics.fmean(xs)
-    half = verdict.t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else math.nan
-    return Estimate(m, m - half, m + half, len(xs), xs, f"across {len(xs)} repeats", "")
-
-
 def cell(xs: list[float]) -> str:
-    e = estimate(xs)
+    e = verdict.from_values(xs)
     return f"{e.mean:,.0f} [{e.lo:,.0f}, {e.hi:,.0f}]" if len(xs) > 1 else f"{e.mean:,.0f}"
 
 
 def gap_text(a: list[float], b: list[float]) -> str:
-    g = verdict.gap(estimate(a), estimate(b))
+    g = verdict.gap(verdict.from_values(a), verdict.from_values(b))
     return f"{g.text()} {g.word}"
 
 

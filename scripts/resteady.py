@@ -3,7 +3,8 @@
 <engine>.requests.jsonl (or .jsonl.xz), with the current definition, and rewrites run.json (atomically). For runs
 measured before a change of that definition; a run's README says when it was applied. Nothing else in run.json
 changes. With --half only the length check's first-half figures (PointResult.half_steady_tok_s, half_no_steady:
-files before session 20 lack them) are added, and the steady state is left as it is.
+files before session 20 lack them) are added, and the steady state is left as it is. A point without request lines
+(or without metrics) is left as it is either way.
 
   python scripts/resteady.py [--half] RUN_DIR [RUN_DIR...]
 """

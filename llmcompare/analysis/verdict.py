@@ -274,13 +274,14 @@ def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throug
     return rows
 
 
-def _values(xs: list[float]) -> Estimate:
-    """The estimate of one engine's figure from its repeats' values (the n >= 2 rule of METHOD)."""
+def from_values(xs: list[float], source: str = "") -> Estimate:
+    """The estimate of one engine's figure from its repeats' values (the n >= 2 rule of METHOD; one value: no
+    interval). Also scripts/prefix_study.py's."""
     m = statistics.fmean(xs)
     if len(xs) < 2:
-        return Estimate(m, None, None, len(xs), xs, "one value, no interval", "steady-state rate (first half)")
+        return Estimate(m, None, None, len(xs), xs, "one value, no interval", source)
     half = t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
-    return Estimate(m, m - half, m + half, len(xs), xs, f"across {len(xs)} repeats", "steady-state rate (first half)")
+    return Estimate(m, m - half, m + half, len(xs), xs, f"across {len(xs)} repeats", source)
 
 
 def half_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None, str]:
@@ -291,7 +292,8 @@ def half_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None, 
             if p.half_no_steady:
                 return None, f"a repeat's first half has no steady state ({p.half_no_steady})"
             return None, "no first-half figure on file (a run before session 20; scripts/resteady.py --half adds it)"
-    g = gap(_values([p.half_steady_tok_s for p in cp]), _values([p.half_steady_tok_s for p in bp]))
+    src = "steady-state rate (first half)"
+    g = gap(from_values([p.half_steady_tok_s for p in cp], src), from_values([p.half_steady_tok_s for p in bp], src))
     return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")
 
 
