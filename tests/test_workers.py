@@ -54,6 +54,27 @@ def test_auto_picks_workers_from_the_event_rate_and_half_the_cores():
     assert workers.auto_workers([LoadKey(request_rate=10.0)], 64, cores=16) == 1  # 640 events/s
 
 
+def test_auto_sizes_a_capacity_search_by_its_highest_probe():
+    """A capacity search's probes are not in the plan (load.concurrency=[]): auto must size the pool for
+    max_rate at the workload's mean output length, not fall back to 1 process (as it did on the H100 run)."""
+    from llmcompare.scenario.loader import load
+    from llmcompare.scenario.overrides import parse_set
+    from llmcompare.serve.measure import run_plan, worker_count
+    from llmcompare.workload import synthetic
+
+    s = load("qwen-highload-h200", parse_set(["load.concurrency=[]", "load.interleave=false",
+                                              "load.capacity={min_rate: 16, max_rate: 64}", "slo={ttft_ms: 2000}"]))
+    assert run_plan(s) == []
+    mean_out = synthetic.synthetic_stats(0, 1024, s.workload.sigma_input, s.workload.sigma_output,
+                                         s.workload.max_total_len)["mean_output_tokens"]
+    want = -(-64 * round(mean_out) // (0.5 * workers.EVENTS_PER_WORKER))  # ~21,600 events/s at 64 req/s
+    assert want >= 5
+    assert worker_count(s, run_plan(s), cores=16) == want
+    assert worker_count(s, run_plan(s), cores=2) == 1
+    s.load.client_workers = 3
+    assert worker_count(s, run_plan(s), cores=16) == 3
+
+
 @pytest.fixture
 def fake(tmp_path):
     port = free_port("127.0.0.1")

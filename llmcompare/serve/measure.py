@@ -22,7 +22,7 @@ from llmcompare.engines.server import ServerError
 from llmcompare.errors import ScenarioError
 from llmcompare.schema.files import RunFile, append_jsonl
 from llmcompare.schema.request import RequestSpec
-from llmcompare.schema.run import PointResult, now
+from llmcompare.schema.run import LoadKey, PointResult, now
 from llmcompare.schema.scenario import EXACT_LENGTHS, Engine, Scenario
 from llmcompare.serve import capacity_search, capture, converge, loadgen, same_answer
 from llmcompare.serve.client import body_template, completion_body
@@ -328,6 +328,24 @@ def run_plan(s: Scenario) -> list[LoadPoint]:
                         s.workload.prompts_per_concurrency, s.workload.cells())
 
 
+def worker_count(s: Scenario, plan: list[LoadPoint], cores: int | None = None) -> int:
+    """load.client_workers as a number. auto (workers.auto_workers) sizes the pool for the heaviest point the
+    engine will be sent: the plan's, and the capacity search's highest probe (load.capacity.max_rate), whose
+    points are not in the plan; open-loop events per second at the workload's mean output length where it is
+    known without drawing prompts (synthetic-sharegpt), else the longest output_len. (Before this, a capacity
+    search had an empty plan and always got 1 process: on an H100, vLLM's probe at 16 req/s was untrusted for the
+    client's loop lag with 1 and trusted with 8; reports/h100-capacity.)"""
+    if s.load.client_workers != "auto":
+        return int(s.load.client_workers)
+    keys = [p.key for p in plan]
+    if s.load.capacity is not None:
+        keys.append(LoadKey(request_rate=s.load.capacity.max_rate, max_concurrency=s.load.max_concurrency))
+    wl = s.workload
+    out_len = (synthetic.synthetic_stats(wl.seed, 1024, wl.sigma_input, wl.sigma_output, wl.max_total_len)
+               ["mean_output_tokens"] if wl.dataset == "synthetic-sharegpt" else max(wl.output_lens))
+    return auto_workers(keys, round(out_len), cores)
+
+
 def bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompts: Prompts,
            blocks: dict, repeats: list[int], abort=None, log_len: int | None = None, camp=None, cap=None) -> None:
     limit, src = max_model_len(base_url, e, log_len)
@@ -344,8 +362,7 @@ def bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompt
     rec.request_body = completion_body(model, example, req.body)
     rf.save()
     b = Bench(s, rf, e.name, req, prompts, camp.plan if camp else run_plan(s), blocks, abort, capture=cap)
-    w = s.load.client_workers
-    b.workers = auto_workers([p.key for p in b.plan], max(s.workload.output_lens)) if w == "auto" else int(w)
+    b.workers = worker_count(s, b.plan)
     if camp:
         b.todo, b.progress = camp.todo[e.name], camp.progress
     asyncio.run(_drive(b, repeats))
