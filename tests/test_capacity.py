@@ -68,6 +68,21 @@ def test_failed_requests_at_the_upper_end_give_the_bracket():
     assert (res.lo, res.hi, res.estimate, res.low, res.high) == (4, 8, 4, 4, 8)
 
 
+def test_a_bracket_not_bisected_to_the_tolerance_gets_no_figure_inside_it():
+    """The H100 run (reports/h100-capacity): passes at 32, fails at 64, the probe at 45 left out (untrusted), so
+    the search stopped. R is flat below saturation and steep past it (here: 0.2 up to 50 req/s, then 8.5 at 64); a
+    line through the bracket's ends crosses 1 at ~35 req/s, below a rate (45) the server meets. No figure then."""
+    probes = [Probe(16, [0.11, 0.11]), Probe(32, [0.26, 0.15]), Probe(64, [8.73, 8.23])]
+    line = capacity.assess(probes)  # no tolerance given: the straight line, as before
+    assert line.estimate == pytest.approx(35.1, abs=0.1) and line.estimate < 45
+    res = capacity.assess(probes, tolerance=0.2)
+    assert (res.lo, res.hi, res.estimate, res.low, res.high) == (32, 64, None, 32, 64)
+    assert res.text() == ("between 32 and 64 req/s, no figure inside that: the search stopped before bisecting it "
+                          "to 20%")
+    done = capacity.assess([Probe(38.0546, [0.18, 0.26]), Probe(45.2548, [2.66, 1.46])], tolerance=0.2)
+    assert done.unbisected is None and 38.05 <= done.estimate <= 45.26  # 19% apart: bisected to 20%
+
+
 @pytest.mark.parametrize("cap, slo, msg", [
     (Capacity(), Slo(), "needs at least one SLO"),
     (Capacity(slo_percentile=95), Slo(ttft_ms=1), "load.capacity.slo_percentile: 95 is not among percentiles"),

@@ -52,3 +52,17 @@ def test_report_under_python_OO_states_every_method(tmp_path):
     assert "## Capacity" in optimized and "## Attribution" in optimized
     assert optimized == report_md(tmp_path, runs)  # the same report as without -OO
     shutil.rmtree(tmp_path / "report-OO")
+
+
+def test_capacity_section_names_the_probe_it_stopped_at(tmp_path):
+    """A probe without a usable repeat is where the search stopped: the capacity sentence names it and why, and
+    the rest is said from the usable probes (here only the one at 1 req/s: 'at least 1')."""
+    d = capacity_run(tmp_path)
+    run = json.loads((d / "run.json").read_text())
+    p = run["engines"]["vllm-cap"]["points"][1]
+    p["status"] = "untrusted"
+    (d / "run.json").write_text(json.dumps(run))
+    md = report_md(tmp_path, [d])
+    line = next(x for x in md.splitlines() if x.startswith("At TPOT p99 < 1000 ms"))
+    assert "holds at least 1 req/s (the highest probe passed) (1 probe)." in line
+    assert "Probed but left out: 4 req/s (repeat 1 attempt 1: untrusted (" in line

@@ -29,6 +29,12 @@ Capacity and its interval, from the saved probes only (assess(); the report reco
   interval   the same crossing with R at lo and at hi replaced by their 95% bounds across repeats (mean +- t s /
              sqrt(n), verdict.t975): the low end from the upper bounds, the high end from the lower bounds;
              clipped to [lo, hi], as nothing outside the bracket was measured. One repeat: the bracket [lo, hi].
+  unbisected where the search stopped before hi / lo - 1 reached load.capacity.tolerance (a probe with no usable
+             repeat, or max_probes), no estimate: the capacity lies in [lo, hi] and nothing narrower is said. R is
+             far from linear in the rate across a wide bracket (flat below saturation, steep past it), so a straight
+             line through its ends would put the crossing too low (on the H100 run, reports/h100-capacity: passes
+             at 32, fails at 64, line crossing at 35 req/s, where a probe at 45 had met the SLOs in the client's
+             figures but was left out as untrusted).
 """
 
 
@@ -82,6 +88,7 @@ class Result:
     low: float | None  # 95% interval of the estimate
     high: float | None
     probes: list[Probe]
+    unbisected: float | None = None  # the tolerance the bracket was not narrowed to (no estimate then)
 
     def text(self) -> str:
         if self.lo is None and self.hi is None:  # on a loaded machine every repeat of a probe may be untrusted
@@ -90,6 +97,9 @@ class Result:
             return f"below {self.hi:.3g} req/s (the lowest probe failed)"
         if self.hi is None:
             return f"at least {self.lo:.3g} req/s (the highest probe passed)"
+        if self.unbisected is not None:
+            return (f"between {self.lo:.3g} and {self.hi:.3g} req/s, no figure inside that: the search stopped before "
+                    f"bisecting it to {self.unbisected:.0%}")
         return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] req/s"
 
 
@@ -100,7 +110,8 @@ def _cross(a: float, ra: float, b: float, rb: float) -> float:
     return min(max(a + (1 - ra) * (b - a) / (rb - ra), a), b)
 
 
-def assess(probes: list[Probe]) -> Result:
+def assess(probes: list[Probe], tolerance: float | None = None) -> Result:
+    """tolerance: load.capacity.tolerance; a bracket wider than it gets no estimate (METHOD, unbisected)."""
     probes = sorted(probes, key=lambda p: p.rate)
     passing = [p for p in probes if p.passed]
     failing = [p for p in probes if not p.passed and (not passing or p.rate > passing[-1].rate)]
@@ -108,6 +119,8 @@ def assess(probes: list[Probe]) -> Result:
     hi = min(failing, key=lambda p: p.rate) if failing else None
     if lo is None or hi is None:
         return Result(lo.rate if lo else None, hi.rate if hi else None, None, None, None, probes)
+    if tolerance is not None and hi.rate / lo.rate - 1 > tolerance + 1e-9:
+        return Result(lo.rate, hi.rate, None, lo.rate, hi.rate, probes, unbisected=tolerance)
     if not math.isfinite(hi.mean):  # failed requests at hi: no ratio to interpolate, the bracket only
         return Result(lo.rate, hi.rate, lo.rate, lo.rate, hi.rate, probes)
     (lo_lo, lo_hi), (hi_lo, hi_hi) = lo.bounds(), hi.bounds()

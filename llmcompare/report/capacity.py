@@ -3,7 +3,10 @@ SLOs, recomputed from the saved probes (capacity.assess: estimate, interval and 
 
 from __future__ import annotations
 
+import math
+
 from llmcompare.analysis import capacity
+from llmcompare.analysis.verdict import left_out
 from llmcompare.report.doc import Doc
 from llmcompare.schema import scenario
 from llmcompare.schema.codec import record
@@ -23,13 +26,26 @@ def capacity_results(engines: dict) -> tuple[list[str], list[list]]:
         probes = capacity.probes_of(sv.rec, mc, slo, q)
         if not probes:
             continue
-        res = capacity.assess(probes)
+        res = capacity.assess(probes, cap.tolerance)
         said.append(f"At {capacity.slo_text(slo, q)}, {sv.title} holds {res.text()}" +
-                    (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {len(probes)} probes)."
-                     if res.lo is not None and res.hi is not None else f" ({len(probes)} probes)."))
+                    (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {_n(probes)})."
+                     if res.lo is not None and res.hi is not None else f" ({_n(probes)}).") +
+                    _unusable(sv.rec, mc))
         rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
                   ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
     return said, rows
+
+
+def _n(probes: list) -> str:
+    return f"{len(probes)} probe{'' if len(probes) == 1 else 's'}"
+
+
+def _unusable(rec, max_concurrency) -> str:
+    """' Probed but left out: <rate> req/s (why); ...' for the probes no figure above uses ('' if none): the search
+    cannot go on from such a probe, so it is where it stopped."""
+    out = [f"{k.request_rate:.4g} req/s ({why})" for k, why in left_out(rec).items()
+           if k.request_rate is not None and math.isfinite(k.request_rate) and k.max_concurrency == max_concurrency]
+    return f" Probed but left out: {'; '.join(out)}." if out else ""
 
 
 def capacity_section(doc: Doc, engines: dict, results: tuple[list[str], list[list]] | None = None) -> list[str]:

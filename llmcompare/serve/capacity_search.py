@@ -44,6 +44,6 @@ async def search(b, measure) -> Result:
         verdict = "no usable repeat" if probe is None else ("passes" if probe.passed else "fails") + \
             f" (worst SLO ratio {probe.mean:.2f})"
         print(f"{b.engine}: capacity probe {rate:g} req/s {verdict}", file=sys.stderr)
-    res = assess(probes_of(rec, s.load.max_concurrency, s.slo, q))
+    res = assess(probes_of(rec, s.load.max_concurrency, s.slo, q), cap.tolerance)
     print(f"{b.engine}: at {slo_text(s.slo, q)} it holds {res.text()}", file=sys.stderr)
     return res
