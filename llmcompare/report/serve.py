@@ -67,6 +67,7 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
                 r.whole.text() if r.whole else "(the verdict's)", r.candidate.method, _half_cell(r),
                 *tails.get((lb, r.key), ("–", "–")), kinds[(lb, r.key)]] for lb, r in all_rows])
     length_note(doc, all_rows)
+    open_loop_note(doc, all_rows, engines, baseline)
     if any(traffic.synchronized(k) for k in kinds.values()):
         doc.p("Rows marked synchronized are fixed lengths in a closed loop: the requests move in waves (they start, "
               "prefill, decode and finish together; the per-second chart shows the waves), so their figures depend "
@@ -101,6 +102,28 @@ def length_note(doc: Doc, rows: list) -> None:
         doc.p(f"Length check: at every row checked ({len(checked)} of {len(rows)}) the full-length gap lies "
               "inside the interval of the same rule applied to the first half of each point (the halves share "
               "their requests with the full points: a necessary condition, not a proof).")
+
+
+def open_loop_note(doc: Doc, rows: list, engines: dict, baseline: str) -> None:
+    """For open-loop rows on whole points: the two engines' whole-point durations, and why their ratio is the
+    gap (analysis/traffic.durations); said only where both returned the same output tokens (within 0.5%)."""
+    said = []
+    base = verdict.usable_points(engines[baseline].rec)
+    for lb, r in rows:
+        if not traffic.open_loop(r.key) or r.candidate.source != "whole point":
+            continue
+        a = traffic.durations(verdict.usable_points(engines[lb].rec).get(r.key, []))
+        b = traffic.durations(base.get(r.key, []))
+        if a and b and abs(a[1] / b[1] - 1) <= 0.005:
+            said.append(f"{lb} {r.key.label}: {a[0]:.1f} s against {b[0]:.1f} s")
+    if said:
+        doc.p("Open-loop rows on whole points: both engines were sent the same requests on one seeded arrival "
+              "schedule and returned the same output tokens, so their whole-point throughputs differ only by the "
+              "points' durations (first send to last reply; mean over repeats): " + "; ".join(said) + ". The "
+              "sending lasted the same for both, so the gap is in how long each took to return the last replies "
+              "after the last send. At a rate both engines keep up with, that is a latency difference, not a "
+              "difference in what they can serve: the capacity search and the latency verdicts say that "
+              "(llmcompare/analysis/traffic.py).")
 
 
 def tail_latency(engines: dict, baseline: str, figures: str, cross_machine: bool) -> dict:
