@@ -110,6 +110,23 @@ def test_missing_logprobs_compare_the_texts_and_a_failed_probe_is_not_checked():
     assert sa.compare("b", probe(), probe(prompt="other")).verdict == sa.NOT_CHECKED
 
 
+def test_one_engine_without_logprobs_a_tie_on_the_other_side_is_a_near_tie():
+    """The H100 capacity run: TurboMind returns no logprobs; vLLM's first start picked 'valueOf' where TurboMind
+    (and vLLM's second start) had '忍', the two at exactly the same logprob in vLLM's top-5."""
+    tops = [{" military": -7.43, " playerName": -7.59}, {"valueOf": -7.693490, "忍": -7.693490, "eme": -7.95},
+            {"X": -7.5, "神奇": -7.6}]
+    vllm = probe(tops, tokens=[" military", "valueOf", "X"])
+    bare = AnswerProbe(prompt="Q", max_tokens=3, top_k=5, prompt_tokens=9, text=" military忍神奇")
+    for c in (sa.compare("vllm", bare, vllm), sa.compare("turbomind", vllm, bare)):  # either side the reference
+        assert c.verdict == sa.AGREES and c.basis == "text" and c.near_tie
+        assert "a near tie on one side: at output token 2" in c.reasons[0] and "0.0000 nats apart" in c.reasons[0]
+    tops[1]["忍"] = -7.90  # 0.21 nats below the pick: not a tie, a different answer
+    c = sa.compare("vllm", bare, probe(tops, tokens=[" military", "valueOf", "X"]))
+    assert c.verdict == sa.DISAGREES and not c.near_tie
+    tops[1].pop("忍")  # the other's token not in the top-k at all
+    assert sa.compare("vllm", bare, probe(tops, tokens=[" military", "valueOf", "X"])).verdict == sa.DISAGREES
+
+
 def test_another_prompt_token_count_is_not_the_same_input():
     c = sa.compare("b", probe(), probe(prompt_tokens=10))
     assert c.verdict == sa.DISAGREES and "not the same input" in c.reasons[0]

@@ -31,8 +31,12 @@ the reference engine's (the report's baseline), with the reference's tolerances:
                      q_t likewise; KL(P || Q) = sum over S of p_t ln(p_t / q_t), in nats. Above max_kl (default
                      0.05) disagrees; S empty (no token in common) disagrees. The intersection leaves out the
                      probability of tokens only one engine lists; the report gives |S| beside the KL
-  without logprobs   when either engine returned none, the generated texts are compared instead: equal agrees,
-                     different disagrees (a near tie cannot then be told)
+  without logprobs   when either engine returned none, the generated texts are compared instead: equal agrees;
+                     different disagrees, unless the one with logprobs shows a near tie on its own side: at its
+                     first output token that leaves the other's text, the other's text goes on with a token of its
+                     top-k there, within tie_margin of the one it picked (agrees, said as a one-sided near tie: the
+                     other engine's side of the tie cannot be seen; seen on vLLM, whose two starts on one H100 picked
+                     either of two tokens with equal logprobs, reports/h100-capacity)
   not checked        no answer on file (the check was off, or the run predates it), a probe that failed (its error
                      is shown), another prompt, or a reference without an answer
 An engine disagrees when any of the above says so; the report marks it and states why.
@@ -117,6 +121,26 @@ def _near_tie(ref: AnswerProbe, eng: AnswerProbe, i: int, a: str, b: str) -> boo
     return True
 
 
+def _one_sided_tie(a: AnswerProbe, other: str, margin: float) -> str | None:
+    """Where a's generated tokens first leave the text `other`: is other's continuation one of a's top-k there,
+    within margin nats of a's pick? The words for it, or None (METHOD, without logprobs)."""
+    toks, done = generated(a), ""
+    for i, t in enumerate(toks):
+        if other.startswith(done + t):
+            done += t
+            continue
+        d = _finite(a.top_logprobs[i]) if i < len(a.top_logprobs) else {}
+        alt = [(x, lp) for x, lp in d.items() if x and x != t and other.startswith(done + x)]
+        if t not in d or not alt:
+            return None
+        x, lp = max(alt, key=lambda p: p[1])
+        if abs(d[t] - lp) > margin:
+            return None
+        return (f"a near tie on one side: at output token {i + 1} the engine with logprobs put {t!r} and the other's "
+                f"{x!r} {abs(d[t] - lp):.4f} nats apart (within {margin:g}); the other's side is not seen")
+    return None
+
+
 def _tokens(out: AnswerCheck, ref: AnswerProbe, eng: AnswerProbe) -> None:
     """Top-1 agreement, position by position, to the first difference."""
     r, e = generated(ref), generated(eng)
@@ -158,9 +182,12 @@ def compare(name: str, ref: AnswerProbe | None, eng: AnswerProbe | None) -> Answ
         who = " and ".join(w for w, a in (("the reference", ref), ("this engine", eng)) if not _has_logprobs(a))
         out.basis = "text"
         same = eng.text == ref.text
-        out.verdict = AGREES if same else DISAGREES
+        tie = None if same else (_one_sided_tie(eng, ref.text, ref.tie_margin) if _has_logprobs(eng) else
+                                 _one_sided_tie(ref, eng.text, ref.tie_margin) if _has_logprobs(ref) else None)
+        out.verdict, out.near_tie = AGREES if same or tie else DISAGREES, tie is not None
         out.reasons.append(f"{who} returned no logprobs: the texts compared, "
-                           + ("the same" if same else f"different ({eng.text[:40]!r} against {ref.text[:40]!r})"))
+                           + ("the same" if same else f"different ({eng.text[:40]!r} against {ref.text[:40]!r})")
+                           + (f"; {tie}" if tie else ""))
         return out
     out.basis = "logprobs"
     _tokens(out, ref, eng)

@@ -42,7 +42,8 @@ def _cell(text: str, n: int = 40) -> str:
 
 def _agreement(c: sa.AnswerCheck) -> str:
     if c.basis == "text":
-        return "texts " + ("the same" if c.verdict == sa.AGREES else "differ")
+        return "texts differ at a near tie (one side)" if c.near_tie else \
+            "texts " + ("the same" if c.verdict == sa.AGREES else "differ")
     if c.basis != "logprobs" or c.verdict == sa.REFERENCE:
         return "–"
     tail = f", then a near tie at {c.first_difference + 1}" if c.near_tie else ""
