@@ -3,7 +3,8 @@
 run (one engine), the engine's own generation_tokens_total (its /metrics samples) against the tokens the client
 had received by the same moments (analysis/steady.tokens_between), both counted from the run's first sample:
 D(t) = engine - client, in tokens, at the first sample after 4 s, halfway, and at the last send; and the one
-delay tau (0-3 s, 0.05 s steps) for which engine(t - tau) best matches client(t), with its mean absolute error.
+delay tau (0-3 s, 0.05 s steps) for which the engine's increase from that first sample after 4 s, shifted by tau
+(engine(t - tau)), best matches the client's increase (client(t)), with its mean absolute error.
 A constant delay would show as D(t) ~ tau x the rate at t with a small error at that tau; D changing sign, or
 the best tau at 0 with a large error, is not one. Writes a Markdown table.
 
@@ -43,7 +44,13 @@ def drift(recs, samp: list[tuple[float, float]]) -> dict[str, float] | None:
     if len(inside) < 3:
         return None
     d = g - c
-    fits = [(tau, float(np.abs(np.interp(t - tau, t, g) - c)[inside].mean())) for tau in np.arange(0.0, 3.001, 0.05)]
+    a, i = inside[0], inside
+
+    def err(tau: float) -> float:  # increments from the first sample after 4 s: no baseline to agree on
+        e = np.interp(t - tau, t, g)
+        return float(np.abs((e[i] - e[a]) - (c[i] - c[a])).mean())
+
+    fits = [(tau, err(tau)) for tau in np.arange(0.0, 3.001, 0.05)]
     tau, err = min(fits, key=lambda f: f[1])
     return {"first": d[inside[0]], "mid": d[inside[len(inside) // 2]], "last": d[inside[-1]], "tau": tau, "err": err}
 
