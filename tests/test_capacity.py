@@ -60,12 +60,41 @@ def test_no_usable_probe_is_said_not_a_crash():
     res = capacity.assess([])
     assert (res.lo, res.hi) == (None, None)
     assert res.text() == "not known: no probe had a usable repeat (complete and trusted)"
-    assert capacity.next_rate(CAP, []) == CAP.min_rate  # asked again: the search stops on a rate it has tried
+    assert capacity.next_rate(CAP, []) == CAP.min_rate
+    assert capacity.next_rate(CAP, [], frozenset({CAP.min_rate})) is None  # nothing below min_rate to go around to
 
 
 def test_failed_requests_at_the_upper_end_give_the_bracket():
     res = capacity.assess([Probe(4, [0.5, 0.5]), Probe(8, [math.inf, 2.0])])
     assert (res.lo, res.hi, res.estimate, res.low, res.high) == (4, 8, 4, 4, 8)
+
+
+def search_with_holes(true_capacity: float, hole: tuple[float, float], cap: Capacity = CAP):
+    """simulate(), but every probe whose rate lies in hole has no usable repeat (as TurboMind's at 45.25 req/s on
+    the H100, one repeat untrusted in each of two runs)."""
+    probes, unusable = [], set()
+    while (r := capacity.next_rate(cap, probes, frozenset(unusable))) is not None:
+        assert r not in unusable and all(p.rate != r for p in probes)  # never a rate twice
+        if hole[0] <= r <= hole[1]:
+            unusable.add(r)
+        else:
+            probes.append(Probe(r, [r / true_capacity] * 2))
+    return probes, unusable, capacity.assess(probes, cap.tolerance)
+
+
+def test_the_search_goes_on_around_a_probe_without_a_usable_repeat():
+    h100 = Capacity(slo_percentile=99, min_rate=16, max_rate=64, tolerance=0.2, max_probes=12)
+    probes, unusable, res = search_with_holes(50.0, (45.0, 46.0), h100)
+    assert unusable == {45.2548}  # 16, 32, 64, then 45.25 (no usable repeat) ...
+    assert [p.rate for p in probes][3] == 53.8174  # ... so the mean of it and 64 next
+    assert res.unbisected is None and res.hi / res.lo - 1 <= 0.2 and res.lo < 50 <= res.hi
+    _, unusable, res = search_with_holes(10.0, (7.0, 8.5))  # the doubling phase: 8 unusable, the mean of 4 and 8
+    assert 8 in unusable and res.lo < 10 <= res.hi and res.hi / res.lo - 1 <= CAP.tolerance
+    probes, unusable, res = search_with_holes(10.0, (0.0, 100.0))
+    assert (probes, unusable) == ([], {CAP.min_rate}) and res.text().startswith("not known")
+    few = Capacity(slo_percentile=99, min_rate=1, max_rate=64, tolerance=0.1, max_probes=5)
+    probes, unusable, _ = search_with_holes(10.0, (5.0, 20.0), few)
+    assert len(probes) + len(unusable) == 5  # unusable probes count against max_probes (they took the time)
 
 
 def test_a_bracket_not_bisected_to_the_tolerance_gets_no_figure_inside_it():

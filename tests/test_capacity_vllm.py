@@ -27,18 +27,32 @@ def worst(q) -> float:
     return max(m["p99_ttft_ms"] / SLO["ttft_ms"], m["p99_tpot_ms"] / SLO["tpot_ms"]) if not m["failed"] else math.inf
 
 
-def expected_next(means: dict[float, float]) -> float | None:
-    """The search's rule on the probes so far (rate -> mean ratio of its usable repeats): double from min_rate
-    while every probe passes, then bisect (geometric mean) between the highest pass and the lowest fail above it."""
+def expected_next(means: dict[float, float], unusable: set[float]) -> float | None:
+    """The search's rule on the probes so far (rate -> mean ratio of its usable repeats; the rates probed with no
+    usable repeat): double from min_rate while every probe passes, then bisect (geometric mean) between the highest
+    pass and the lowest fail above it; around a rate without a usable repeat (the mean of it and the upper end, else
+    of the lower end and it), never a rate twice, never within TOLERANCE / 2 above the highest pass."""
+    if len(means) + len(unusable) >= MAX_PROBES:
+        return None
+    if not means:
+        return None if MIN_RATE in unusable else MIN_RATE
     passing = [r for r, m in means.items() if m < 1]
     if not passing:
         return None
     lo = max(passing)
     above = [r for r, m in means.items() if m >= 1 and r > lo]
     if not above:
-        return None if lo >= MAX_RATE else min(lo * 2, MAX_RATE)
-    hi = min(above)
-    return None if hi / lo - 1 <= TOLERANCE else round(math.sqrt(lo * hi), 4)
+        if lo >= MAX_RATE:
+            return None
+        up = min(lo * 2, MAX_RATE)
+        hi, candidates = math.inf, [up, round(math.sqrt(lo * up), 4)]
+    else:
+        hi = min(above)
+        if hi / lo - 1 <= TOLERANCE:
+            return None
+        m = round(math.sqrt(lo * hi), 4)
+        candidates = [m, round(math.sqrt(m * hi), 4), round(math.sqrt(lo * m), 4)]
+    return next((x for x in candidates if lo < x < hi and x not in unusable and x / lo - 1 > TOLERANCE / 2), None)
 
 
 def test_capacity_search_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
@@ -64,6 +78,7 @@ def test_capacity_search_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
     assert rates[0] == MIN_RATE and 1 <= len(rates) <= MAX_PROBES
     assert all(set(last[r]) == {0, 1} for r in rates)
     means: dict[float, float] = {}
+    unusable: set[float] = set()
     for i, r in enumerate(rates):
         # the counted attempt of each repeat (analysis/verdict.counted: the first; a retry of an untrusted one never
         # counts); the probe counts only when every counted repeat is usable
@@ -71,14 +86,14 @@ def test_capacity_search_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
                       key=lambda q: q["attempt"]) for k in last[r]]
         ok = all(q["status"] == "complete" and q["metrics"]["completed"] for q in firsts)
         usable = [worst(q) for q in firsts] if ok else []
-        if not usable:  # a counted repeat not usable: the search says so and cannot go on from it
-            assert f"vllm-cpu: capacity probe {r:g} req/s no usable repeat" in p.stderr
-            assert r == rates[-1] and "capacity search stops: the probe at" in p.stderr
-            break
-        means[r] = statistics.fmean(usable)
-        verdict = "passes" if means[r] < 1 else "fails"
-        assert f"vllm-cpu: capacity probe {r:g} req/s {verdict} (worst SLO ratio {means[r]:.2f})" in p.stderr
-        nxt = expected_next(means)
+        if not usable:  # a counted repeat not usable: the search says so and goes on around it
+            assert f"vllm-cpu: capacity probe {r:g} req/s no usable repeat: the search goes on around it" in p.stderr
+            unusable.add(r)
+        else:
+            means[r] = statistics.fmean(usable)
+            verdict = "passes" if means[r] < 1 else "fails"
+            assert f"vllm-cpu: capacity probe {r:g} req/s {verdict} (worst SLO ratio {means[r]:.2f})" in p.stderr
+        nxt = expected_next(means, unusable)
         if i + 1 < len(rates):
             assert rates[i + 1] == pytest.approx(nxt)
         elif len(rates) < MAX_PROBES:
@@ -92,7 +107,7 @@ def test_capacity_search_against_real_vllm(tmp_path, vllm_py, tiny_model, cli):
     if lo is not None and hi is not None and hi / lo - 1 > TOLERANCE + 1e-9:
         # not bisected to the tolerance (out of probes, or stopped at a probe without a usable repeat): the bracket
         # only, no figure inside it (analysis/capacity.METHOD, unbisected)
-        assert len(rates) == MAX_PROBES or "capacity search stops: the probe at" in p.stderr
+        assert expected_next(means, unusable) is None  # out of probes, or no rate left around the unusable ones
         assert re.search(at + re.escape(f"between {lo:.3g} and {hi:.3g} req/s, no figure inside that"), md), md[:3000]
     elif lo is not None and hi is not None:  # a bracket bisected to the tolerance: the estimate and its interval
         m = re.search(r"At TTFT p99 < 300 ms and TPOT p99 < 100 ms, vllm-cpu \(\S+\) holds ([\d.]+) \[([\d.]+), "

@@ -9,7 +9,13 @@ max(workload.num_prompts, r * load.min_duration_s) requests), measured load.repe
 saved in the run files as it goes. The search (per engine):
   bracket  min_rate, then x2 until a probe fails (or max_rate passes: capacity >= max_rate)
   bisect   at the geometric mean of the highest passing rate lo and the lowest failing rate hi, until
-           hi / lo - 1 <= tolerance or max_probes probes have run
+           hi / lo - 1 <= tolerance or max_probes probes have run (usable or not)
+  around   a probe none of whose repeats is usable (untrusted, partial, failed to run) says neither pass nor
+           fail, so the search goes on around it: at the geometric mean of it and hi, else of lo and it (in the
+           doubling phase: of lo and it); a rate is never probed twice. Whether a probe is usable does not
+           depend on its SLO figures, so leaving it out moves no bracket either way; it can leave one wider.
+           (Until session 21 the search stopped there: on an H100, TurboMind's search ended at 32-64 req/s,
+           reports/h100-capacity.)
 When a probe passes, and the capacity and its interval: METHOD below (the report states it in its Method section).
 """
 
@@ -29,8 +35,8 @@ Capacity and its interval, from the saved probes only (assess(); the report reco
   interval   the same crossing with R at lo and at hi replaced by their 95% bounds across repeats (mean +- t s /
              sqrt(n), verdict.t975): the low end from the upper bounds, the high end from the lower bounds;
              clipped to [lo, hi], as nothing outside the bracket was measured. One repeat: the bracket [lo, hi].
-  unbisected where the search stopped before hi / lo - 1 reached load.capacity.tolerance (a probe with no usable
-             repeat, or max_probes), no estimate: the capacity lies in [lo, hi] and nothing narrower is said. R is
+  unbisected where the search stopped before hi / lo - 1 reached load.capacity.tolerance (max_probes, or no rate
+             left around the probes with no usable repeat), no estimate: the capacity lies in [lo, hi] and nothing narrower is said. R is
              far from linear in the rate across a wide bracket (flat below saturation, steep past it), so a straight
              line through its ends would put the crossing too low (on the H100 run, reports/h100-capacity: passes
              at 32, fails at 64, line crossing at 35 req/s, where a probe at 45 had met the SLOs in the client's
@@ -131,20 +137,38 @@ def assess(probes: list[Probe], tolerance: float | None = None) -> Result:
                   probes)
 
 
-def next_rate(cap: Capacity, probes: list[Probe]) -> float | None:
-    """The next rate to probe, or None when the search is over."""
-    if len(probes) >= cap.max_probes:
+def next_rate(cap: Capacity, probes: list[Probe], unusable: frozenset[float] = frozenset()) -> float | None:
+    """The next rate to probe, or None when the search is over. probes: the usable ones; unusable: the rates
+    probed with no usable repeat (the module's 'around')."""
+    if len(probes) + len(unusable) >= cap.max_probes:
         return None
     if not probes:
-        return cap.min_rate
+        return None if cap.min_rate in unusable else cap.min_rate
     r = assess(probes)
     if r.lo is None:
         return None  # min_rate fails: below the range
     if r.hi is None:
-        return None if r.lo >= cap.max_rate else min(r.lo * 2, cap.max_rate)
+        if r.lo >= cap.max_rate:
+            return None
+        up = min(r.lo * 2, cap.max_rate)
+        return _first_new([up, _mid(r.lo, up)], r.lo, math.inf, cap.tolerance, unusable)
     if r.hi / r.lo - 1 <= cap.tolerance:
         return None
-    return round(math.sqrt(r.lo * r.hi), 4)
+    m = _mid(r.lo, r.hi)
+    return _first_new([m, _mid(m, r.hi), _mid(r.lo, m)], r.lo, r.hi, cap.tolerance, unusable)
+
+
+def _mid(a: float, b: float) -> float:
+    return round(math.sqrt(a * b), 4)
+
+
+def _first_new(rates: list[float], lo: float, hi: float, tolerance: float, unusable: frozenset[float]) -> float | None:
+    """The first of rates strictly inside (lo, hi), not probed unusably before, and more than the tolerance above
+    lo (closer would not narrow the bracket past it); None if none is."""
+    for x in rates:
+        if lo < x < hi and x not in unusable and x / lo - 1 > tolerance / 2:
+            return x
+    return None
 
 
 def probes_of(rec, max_concurrency: int | None, slo, q: float) -> list[Probe]:

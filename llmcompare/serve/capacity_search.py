@@ -24,9 +24,9 @@ async def search(b, measure) -> Result:
           f"{cap.max_rate:g}, then bisection to {cap.tolerance:.0%}; at most {cap.max_probes} probes of "
           f"{s.load.repeats} repeat(s)", file=sys.stderr)
     tried: set[float] = set()
-    while (rate := next_rate(cap, probes_of(rec, s.load.max_concurrency, s.slo, q))) is not None:
-        if rate in tried:  # measured, but no repeat of it is usable: the search cannot go on from it
-            print(f"{b.engine}: capacity search stops: the probe at {rate:g} req/s has no usable repeat", file=sys.stderr)
+    while (rate := next_rate(cap, usable := probes_of(rec, s.load.max_concurrency, s.slo, q),
+                             frozenset(tried - {p.rate for p in usable}))) is not None:
+        if rate in tried:  # on file from a resumed run, and not usable: next_rate never returns those
             break
         tried.add(rate)
         key = LoadKey(request_rate=rate, max_concurrency=s.load.max_concurrency, **cell._asdict())
@@ -41,8 +41,8 @@ async def search(b, measure) -> Result:
                     b.todo[(index, r)] = last.attempt + 1 if last else 1
                 await measure(point, r)
         (probe,) = [p for p in probes_of(rec, s.load.max_concurrency, s.slo, q) if p.rate == rate] or [None]
-        verdict = "no usable repeat" if probe is None else ("passes" if probe.passed else "fails") + \
-            f" (worst SLO ratio {probe.mean:.2f})"
+        verdict = "no usable repeat: the search goes on around it" if probe is None else \
+            ("passes" if probe.passed else "fails") + f" (worst SLO ratio {probe.mean:.2f})"
         print(f"{b.engine}: capacity probe {rate:g} req/s {verdict}", file=sys.stderr)
     res = assess(probes_of(rec, s.load.max_concurrency, s.slo, q), cap.tolerance)
     print(f"{b.engine}: at {slo_text(s.slo, q)} it holds {res.text()}", file=sys.stderr)
