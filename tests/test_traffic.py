@@ -64,11 +64,14 @@ def test_an_open_loop_whole_point_gap_is_said_to_be_the_ratio_of_durations(tmp_p
     assert not traffic.open_loop(LoadKey(concurrency=8))
     a, b = _open_loop("a", [45.0, 46.0, 44.0]), _open_loop("b", [38.0, 38.5, 37.5])
     assert traffic.durations(b.points) == (38.0, 300_000)
+    assert traffic.same_work_durations(b, a, LoadKey(request_rate=16.0)) == (38.0, 45.0)
     d = write_run(tmp_path, [a, b])
     md = (build_report([str(d)], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
     assert "Open-loop rows on whole points:" in md and "b rate=16: 38.0 s against 45.0 s." in md
     row = next(ln for ln in md.splitlines() if ln.startswith("| b | rate=16 |"))
     assert "+18.4%" in row  # 45 / 38 - 1 (the mean of tokens / duration per repeat, to one decimal)
+    answer = md.split("## The answer", 1)[1].split("\n## ", 1)[0]
+    assert "At the open-loop points (rate=16) both engines were sent the same requests at the same times" in answer
 
 
 def test_no_duration_sentence_where_the_tokens_differ(tmp_path):
@@ -76,3 +79,4 @@ def test_no_duration_sentence_where_the_tokens_differ(tmp_path):
     d = write_run(tmp_path, [a, b])
     md = (build_report([str(d)], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
     assert "## Verdict" in md and "Open-loop rows on whole points" not in md
+    assert "At the open-loop points" not in md  # not the same work: the gap is not the durations' ratio alone

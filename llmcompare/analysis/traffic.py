@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 
-from llmcompare.schema.run import LoadKey
+from llmcompare.analysis.verdict import usable_points
+from llmcompare.schema.run import EngineRecord, LoadKey
 
+SAME_TOKENS = 0.005  # output tokens this close (relative) count as the same work: no failed request, ignore_eos
 SYNCHRONIZED = "synchronized"  # the label's first word for fixed lengths in a closed loop
 FIXED_LENGTH_DATASETS = ("random", "shared-prefix")  # every prompt the same length; outputs too with ignore_eos
 
@@ -55,3 +57,14 @@ def durations(points: list) -> tuple[float, float] | None:
     if not ms:
         return None
     return (sum(m.duration_s for m in ms) / len(ms), sum(m.total_output_tokens for m in ms) / len(ms))
+
+
+def same_work_durations(cand: EngineRecord, base: EngineRecord, key: LoadKey) -> tuple[float, float] | None:
+    """(candidate, baseline) mean whole-point durations (s) of an open-loop point where both returned the same output
+    tokens (within SAME_TOKENS), so that their throughput gap is the ratio of these (durations()); else None."""
+    if not open_loop(key):
+        return None
+    a, b = durations(usable_points(cand).get(key, [])), durations(usable_points(base).get(key, []))
+    if a is None or b is None or not b[1] or abs(a[1] / b[1] - 1) > SAME_TOKENS:
+        return None
+    return a[0], b[0]

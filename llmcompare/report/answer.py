@@ -185,6 +185,20 @@ def traffic_sentence(run, rows) -> str | None:
             "realistic traffic with varying lengths or arrivals at a rate.")
 
 
+def open_loop_sentence(pairs: list, recs: dict, baseline: str) -> str | None:
+    """pairs: (engine label, verdict.Row) against the baseline. The open-loop points judged on whole points where
+    both engines did the same work (analysis/traffic.same_work_durations), when any was: there the throughput gap
+    is the ratio of the points' durations."""
+    ol = sorted({r.key.label for lb, r in pairs if r.candidate.source == "whole point"
+                 and traffic.same_work_durations(recs[lb], recs[baseline], r.key)})
+    if not ol:
+        return None
+    return (f"At the open-loop points ({', '.join(ol)}) both engines were sent the same requests at the same times "
+            "and returned the same tokens: a whole-point throughput gap there is how much sooner one finished the "
+            "last replies after the last send, not what it can serve (Verdict, below); what each can serve is its "
+            "capacity.")
+
+
 def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_said: list[str],
                    first: list[str] = (), cross_machine: bool = False) -> None:
     """engines: report.Served by label. The answer first, then links to every section. `first`: sentences said
@@ -192,7 +206,7 @@ def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_sai
     doc.h(2, "The answer: who is faster, where, by how much")
     recs = {lb: sv.rec for lb, sv in engines.items()}
     titles = {lb: sv.title for lb, sv in engines.items()}
-    said, rows = list(first), []
+    said, rows, pairs = list(first), [], []
     if lead := leader_sentence(titles, recs, figures, cross_machine):
         said.append(lead)
     for lb in engines:
@@ -203,6 +217,7 @@ def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_sai
         elif rs := verdict.compare(recs[lb], recs[baseline], figures=figures, cross_machine=cross_machine):
             said.append(pair_sentence(titles[lb], titles[baseline], rs) + _apart(rs))
             rows += rs
+            pairs += [(lb, r) for r in rs]
     if not rows:
         others = [f"{a} and {b}" for i, a in enumerate(recs) for b in list(recs)[i + 1:] if baseline not in (a, b)
                   and verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)]
@@ -214,6 +229,8 @@ def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_sai
     if rows:
         said.append(sureness_sentence(rows, engines))
         if t := traffic_sentence(engines[baseline].run, rows):
+            said.append(t)
+        if t := open_loop_sentence(pairs, recs, baseline):
             said.append(t)
     doc.answer(said)
     doc.toc()

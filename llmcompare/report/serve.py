@@ -105,17 +105,14 @@ def length_note(doc: Doc, rows: list) -> None:
 
 
 def open_loop_note(doc: Doc, rows: list, engines: dict, baseline: str) -> None:
-    """For open-loop rows on whole points: the two engines' whole-point durations, and why their ratio is the
-    gap (analysis/traffic.durations); said only where both returned the same output tokens (within 0.5%)."""
+    """For open-loop rows on whole points where both engines returned the same output tokens: the two whole-point
+    durations, and why their ratio is the gap (analysis/traffic.durations)."""
     said = []
-    base = verdict.usable_points(engines[baseline].rec)
     for lb, r in rows:
-        if not traffic.open_loop(r.key) or r.candidate.source != "whole point":
-            continue
-        a = traffic.durations(verdict.usable_points(engines[lb].rec).get(r.key, []))
-        b = traffic.durations(base.get(r.key, []))
-        if a and b and abs(a[1] / b[1] - 1) <= 0.005:
-            said.append(f"{lb} {r.key.label}: {a[0]:.1f} s against {b[0]:.1f} s")
+        d = traffic.same_work_durations(engines[lb].rec, engines[baseline].rec, r.key) \
+            if r.candidate.source == "whole point" else None
+        if d:
+            said.append(f"{lb} {r.key.label}: {d[0]:.1f} s against {d[1]:.1f} s")
     if said:
         doc.p("Open-loop rows on whole points: both engines were sent the same requests on one seeded arrival "
               "schedule and returned the same output tokens, so their whole-point throughputs differ only by the "
