@@ -36,11 +36,11 @@ Capacity and its interval, from the saved probes only (assess(); the report reco
              sqrt(n), verdict.t975): the low end from the upper bounds, the high end from the lower bounds;
              clipped to [lo, hi], as nothing outside the bracket was measured. One repeat: the bracket [lo, hi].
   unbisected where the search stopped before hi / lo - 1 reached load.capacity.tolerance (max_probes, or no rate
-             left around the probes with no usable repeat), no estimate: the capacity lies in [lo, hi] and nothing narrower is said. R is
-             far from linear in the rate across a wide bracket (flat below saturation, steep past it), so a straight
-             line through its ends would put the crossing too low (on the H100 run, reports/h100-capacity: passes
-             at 32, fails at 64, line crossing at 35 req/s, where a probe at 45 had met the SLOs in the client's
-             figures but was left out as untrusted).
+             left around the probes with no usable repeat), no estimate: the capacity lies in [lo, hi] and nothing
+             narrower is said. R is far from linear in the rate across a wide bracket (flat below saturation, steep
+             past it), so a straight line through its ends would put the crossing too low (on the H100 run,
+             reports/h100-capacity: passes at 32, fails at 64, line crossing at 35 req/s, where a probe at 45 had
+             met the SLOs in the client's figures but was left out as untrusted).
 """
 
 
@@ -163,8 +163,8 @@ def _mid(a: float, b: float) -> float:
 
 
 def _first_new(rates: list[float], lo: float, hi: float, tolerance: float, unusable: frozenset[float]) -> float | None:
-    """The first of rates strictly inside (lo, hi), not probed unusably before, and more than the tolerance above
-    lo (closer would not narrow the bracket past it); None if none is."""
+    """The first of rates strictly inside (lo, hi), not probed unusably before, and more than half the tolerance
+    above lo (a probe closer to lo would hardly narrow the bracket); None if none is."""
     for x in rates:
         if lo < x < hi and x not in unusable and x / lo - 1 > tolerance / 2:
             return x

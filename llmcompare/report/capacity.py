@@ -41,8 +41,8 @@ def _n(probes: list) -> str:
 
 
 def _unusable(rec, max_concurrency) -> str:
-    """' Probed but left out: <rate> req/s (why); ...' for the probes no figure above uses ('' if none): the search
-    cannot go on from such a probe, so it is where it stopped."""
+    """' Probed but left out: <rate> req/s (why); ...' for the probes no figure above uses ('' if none): they
+    passed or failed nothing, and the search went on around them (analysis/capacity.py, 'around')."""
     out = [f"{k.request_rate:.4g} req/s ({why})" for k, why in left_out(rec).items()
            if k.request_rate is not None and math.isfinite(k.request_rate) and k.max_concurrency == max_concurrency]
     return f" Probed but left out: {'; '.join(out)}." if out else ""

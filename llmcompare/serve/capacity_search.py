@@ -26,7 +26,7 @@ async def search(b, measure) -> Result:
     tried: set[float] = set()
     while (rate := next_rate(cap, usable := probes_of(rec, s.load.max_concurrency, s.slo, q),
                              frozenset(tried - {p.rate for p in usable}))) is not None:
-        if rate in tried:  # on file from a resumed run, and not usable: next_rate never returns those
+        if rate in tried:  # a guard against looping: next_rate excludes every rate tried and not usable
             break
         tried.add(rate)
         key = LoadKey(request_rate=rate, max_concurrency=s.load.max_concurrency, **cell._asdict())
