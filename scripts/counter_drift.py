@@ -14,20 +14,19 @@ the best tau at 0 with a large error, is not one. Writes a Markdown table.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
 from llmcompare.analysis.steady import tokens_between
 from llmcompare.schema import request_lines
+from llmcompare.schema.files import read_jsonl
 
 
 def samples(run_dir: Path, engine: str) -> dict[tuple, list[tuple[float, float]]]:
     """(point, repeat, attempt) -> [(t_s, generation_tokens_total)] from <engine>.metrics.jsonl."""
     out: dict[tuple, list[tuple[float, float]]] = {}
-    for line in (run_dir / f"{engine}.metrics.jsonl").read_text().splitlines():
-        d = json.loads(line)
+    for d in read_jsonl(run_dir / f"{engine}.metrics.jsonl"):
         if "point" in d and "generation_tokens_total" in d:
             out.setdefault((d["point"], d["repeat"], d["attempt"]), []).append((d["t_s"], d["generation_tokens_total"]))
     return out

@@ -71,5 +71,3 @@ def test_counter_drift_finds_a_constant_delay(tmp_path):
     r = drift.drift(recs[(0, 0, 1)], drift.samples(d, "e")[(0, 0, 1)])
     assert r["tau"] == pytest.approx(0.5, abs=0.06) and r["err"] < 2.0
     assert r["last"] - r["first"] == pytest.approx(0.5 * 20.0, abs=3)  # D rises by tau x the rate's step (20 tok/s)
-    none = drift.drift(recs[(0, 0, 1)], [(t, v) for t, v in drift.samples(d, "e")[(0, 0, 1)]])
-    assert none == r  # the same input, the same answer (no state kept between calls)

@@ -172,10 +172,15 @@ def _mean_output_tokens(b: Bench, point: LoadPoint) -> float | None:
     wl = b.s.workload
     if wl.dataset in EXACT_LENGTHS:
         return float(point.key.output_len or wl.output_lens[0])
-    if wl.dataset == "synthetic-sharegpt":
-        return synthetic.synthetic_stats(wl.seed, 1024, wl.sigma_input, wl.sigma_output,
-                                         wl.max_total_len)["mean_output_tokens"]
-    return None
+    return _drawn_mean_output(wl)
+
+
+def _drawn_mean_output(wl) -> float | None:
+    """synthetic-sharegpt's mean output length (its clipped lognormal, synthetic.synthetic_stats); None otherwise."""
+    if wl.dataset != "synthetic-sharegpt":
+        return None
+    return synthetic.synthetic_stats(wl.seed, 1024, wl.sigma_input, wl.sigma_output,
+                                     wl.max_total_len)["mean_output_tokens"]
 
 
 async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs: list[RequestSpec]):
@@ -340,10 +345,7 @@ def worker_count(s: Scenario, plan: list[LoadPoint], cores: int | None = None) -
     keys = [p.key for p in plan]
     if s.load.capacity is not None:
         keys.append(LoadKey(request_rate=s.load.capacity.max_rate, max_concurrency=s.load.max_concurrency))
-    wl = s.workload
-    out_len = (synthetic.synthetic_stats(wl.seed, 1024, wl.sigma_input, wl.sigma_output, wl.max_total_len)
-               ["mean_output_tokens"] if wl.dataset == "synthetic-sharegpt" else max(wl.output_lens))
-    return auto_workers(keys, round(out_len), cores)
+    return auto_workers(keys, round(_drawn_mean_output(s.workload) or max(s.workload.output_lens)), cores)
 
 
 def bench(s: Scenario, rf: RunFile, e: Engine, base_url: str, model: str, prompts: Prompts,
