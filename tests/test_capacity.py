@@ -112,6 +112,23 @@ def test_a_bracket_not_bisected_to_the_tolerance_gets_no_figure_inside_it():
     assert done.unbisected is None and 38.05 <= done.estimate <= 45.26  # 19% apart: bisected to 20%
 
 
+def test_which_engine_holds_more_goes_by_where_each_capacity_lies():
+    """span(): the estimate's interval, else the bracket, open ends as 0 / inf; higher() orders two capacities
+    only where those spans do not overlap (touching at a rate one passed and the other failed counts)."""
+    bisected = capacity.assess([Probe(38, [0.3, 0.4]), Probe(45.3, [1.6, 1.4])], tolerance=0.2)
+    above = capacity.assess([Probe(45.3, [0.5, 0.6]), Probe(54, [1.8, 2.2])], tolerance=0.2)
+    at_least = capacity.assess([Probe(38, [0.2, 0.2]), Probe(54, [0.6, 0.7])], tolerance=0.2)
+    wide = capacity.assess([Probe(32, [0.2, 0.2]), Probe(64, [8.0, 8.0])], tolerance=0.2)
+    below = capacity.assess([Probe(38, [1.5, 1.5])], tolerance=0.2)
+    assert capacity.span(bisected) == (bisected.low, bisected.high) and 38 <= bisected.low < bisected.high <= 45.3
+    assert capacity.span(wide) == (32, 64) and capacity.span(at_least) == (54, math.inf)
+    assert capacity.span(below) == (0.0, 38) and capacity.span(capacity.assess([])) is None
+    assert capacity.higher(above, bisected) == 1 and capacity.higher(bisected, above) == -1  # share 45.3
+    assert capacity.higher(at_least, bisected) == 1 and capacity.higher(below, bisected) == -1
+    assert capacity.higher(wide, bisected) == 0 and capacity.higher(wide, above) == 0  # overlap: no verdict
+    assert capacity.higher(capacity.assess([]), above) is None
+
+
 @pytest.mark.parametrize("cap, slo, msg", [
     (Capacity(), Slo(), "needs at least one SLO"),
     (Capacity(slo_percentile=95), Slo(ttft_ms=1), "load.capacity.slo_percentile: 95 is not among percentiles"),

@@ -66,3 +66,26 @@ def test_capacity_section_names_the_probe_it_stopped_at(tmp_path):
     line = next(x for x in md.splitlines() if x.startswith("At TPOT p99 < 1000 ms"))
     assert "holds at least 1 req/s (the highest probe passed) (1 probe)." in line
     assert "Probed but left out: 4 req/s (repeat 1 attempt 1: untrusted (" in line
+
+
+def test_two_capacities_are_compared_where_each_lies(tmp_path):
+    """Two engines' searches in one run: one passes both probes (at least 4 req/s), the other fails at 4 (its
+    capacity between 1 and 4): the answer says which holds the higher rate and where each lies; with both failing
+    at 4 their spans overlap and it says there is no verdict."""
+    d = capacity_run(tmp_path)
+    run = json.loads((d / "run.json").read_text())
+    strong = json.loads(json.dumps(run["engines"]["vllm-cap"]))
+    strong["points"][1]["metrics"]["p99_tpot_ms"] = 800.0
+    run["engines"]["vllm-strong"] = strong
+    run["scenario"]["engines"].append({**run["scenario"]["engines"][0], "name": "vllm-strong"})
+    (d / "run.json").write_text(json.dumps(run))
+    shutil.copy(d / "vllm-cap.requests.jsonl", d / "vllm-strong.requests.jsonl")
+    md = report_md(tmp_path, [d])
+    line = next(x for x in md.splitlines() if "Capacity: " in x)
+    assert "holds a higher request rate within the SLOs than" in line and "at least 4" in line, line
+    assert line.index("vllm-strong") < line.index("than"), line
+    strong["points"][1]["metrics"]["p99_tpot_ms"] = 2000.0
+    (d / "run.json").write_text(json.dumps(run))
+    shutil.rmtree(tmp_path / "report")
+    line = next(x for x in report_md(tmp_path, [d]).splitlines() if "Capacity: " in x)
+    assert "no verdict between" in line and "overlaps" in line, line

@@ -109,6 +109,28 @@ class Result:
         return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] req/s"
 
 
+def span(r: Result) -> tuple[float, float] | None:
+    """Where the capacity lies, req/s: the estimate's 95% interval, else the bracket (an open end as 0 or inf);
+    None when no probe was usable."""
+    if r.lo is None and r.hi is None:
+        return None
+    if r.lo is None:
+        return 0.0, r.hi
+    if r.hi is None:
+        return r.lo, math.inf
+    return (r.lo, r.hi) if r.estimate is None else (r.low, r.high)
+
+
+def higher(a: Result, b: Result) -> int | None:
+    """1 when a's capacity lies above b's (a's span starts where b's ends or above it: at a shared end one engine
+    passed the rate the other failed, or the intervals meet), -1 when below, 0 when the spans overlap (no
+    verdict), None when either is unknown."""
+    sa, sb = span(a), span(b)
+    if sa is None or sb is None:
+        return None
+    return 1 if sa[0] >= sb[1] else -1 if sb[0] >= sa[1] else 0
+
+
 def _cross(a: float, ra: float, b: float, rb: float) -> float:
     """Where the line through (a, ra) and (b, rb) reaches R = 1, clipped to [a, b]."""
     if rb <= ra:  # no rise between them (noise): the end on the side R says

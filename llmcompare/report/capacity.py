@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from llmcompare.analysis import capacity
-from llmcompare.analysis.verdict import left_out
+from llmcompare.analysis.verdict import left_out, refused
 from llmcompare.report.doc import Doc
 from llmcompare.schema import scenario
 from llmcompare.schema.codec import record
@@ -17,16 +17,10 @@ def capacity_results(engines: dict) -> tuple[list[str], list[list]]:
     """engines: report.Served by label. (One sentence per engine with a capacity search, the probes' rows.)"""
     said, rows = [], []
     for lb, sv in engines.items():
-        sc = sv.run.scenario
-        cfg = (sc.get("load") or {}).get("capacity")
-        if not cfg:
+        if (found := _search(sv)) is None:
             continue
-        cap, slo = record(scenario.Capacity, cfg), record(Slo, sc.get("slo") or {})
-        q, mc = cap.slo_percentile, (sc.get("load") or {}).get("max_concurrency")
-        probes = capacity.probes_of(sv.rec, mc, slo, q)
-        if not probes:
-            continue
-        res = capacity.assess(probes, cap.tolerance)
+        cap, slo, mc, probes = found
+        q, res = cap.slo_percentile, capacity.assess(probes, cap.tolerance)
         said.append(f"At {capacity.slo_text(slo, q)}, {sv.title} holds {res.text()}" +
                     (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {_n(probes)})."
                      if res.lo is not None and res.hi is not None else f" ({_n(probes)}).") +
@@ -34,6 +28,54 @@ def capacity_results(engines: dict) -> tuple[list[str], list[list]]:
         rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
                   ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
     return said, rows
+
+
+def capacity_comparison(engines: dict, baseline: str | None, cross_machine: bool = False) -> list[str]:
+    """engines: report.Served by label. One sentence per engine with a capacity beside the baseline's: which holds
+    the higher rate (capacity.higher: its span lies above the other's) or that the spans overlap; refused between
+    machines as every verdict is (verdict.refused)."""
+    found = {lb: _result(sv) for lb, sv in engines.items()}
+    base = found.get(baseline)
+    if base is None or capacity.span(base) is None:
+        return []
+    out = []
+    for lb, res in found.items():
+        if lb == baseline or res is None or capacity.span(res) is None:
+            continue
+        a, b = engines[lb], engines[baseline]
+        if no := refused(a.rec, b.rec, cross_machine):
+            out.append(f"Capacity: {no}.")
+            continue
+        order, (lo_a, hi_a), (lo_b, hi_b) = capacity.higher(res, base), capacity.span(res), capacity.span(base)
+        spans = f"{a.title} {_span(lo_a, hi_a)}, {b.title} {_span(lo_b, hi_b)} req/s"
+        if order == 0:
+            out.append(f"Capacity: no verdict between {a.title} and {b.title}, where each lies overlaps ({spans}).")
+        else:
+            more, less = (a, b) if order > 0 else (b, a)
+            out.append(f"Capacity: {more.title} holds a higher request rate within the SLOs than {less.title} "
+                       f"(where each lies: {spans}).")
+    return out
+
+
+def _search(sv) -> tuple[scenario.Capacity, Slo, int | None, list[capacity.Probe]] | None:
+    """sv: report.Served. Its run's capacity settings, SLOs, max_concurrency and usable probes; None without a
+    search or a usable probe."""
+    sc = sv.run.scenario
+    load = sc.get("load") or {}
+    if not load.get("capacity"):
+        return None
+    cap, slo = record(scenario.Capacity, load["capacity"]), record(Slo, sc.get("slo") or {})
+    probes = capacity.probes_of(sv.rec, load.get("max_concurrency"), slo, cap.slo_percentile)
+    return (cap, slo, load.get("max_concurrency"), probes) if probes else None
+
+
+def _result(sv) -> capacity.Result | None:
+    found = _search(sv)
+    return None if found is None else capacity.assess(found[3], found[0].tolerance)
+
+
+def _span(lo: float, hi: float) -> str:
+    return f"below {hi:.3g}" if lo == 0 else f"at least {lo:.3g}" if math.isinf(hi) else f"[{lo:.3g}, {hi:.3g}]"
 
 
 def _n(probes: list) -> str:
