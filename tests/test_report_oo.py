@@ -88,4 +88,4 @@ def test_two_capacities_are_compared_where_each_lies(tmp_path):
     (d / "run.json").write_text(json.dumps(run))
     shutil.rmtree(tmp_path / "report")
     line = next(x for x in report_md(tmp_path, [d]).splitlines() if "Capacity: " in x)
-    assert "no verdict between" in line and "overlaps" in line, line
+    assert "no verdict between" in line and "lie in overlap" in line, line

@@ -49,11 +49,12 @@ def capacity_comparison(engines: dict, baseline: str | None, cross_machine: bool
         order, (lo_a, hi_a), (lo_b, hi_b) = capacity.higher(res, base), capacity.span(res), capacity.span(base)
         spans = f"{a.title} {_span(lo_a, hi_a)}, {b.title} {_span(lo_b, hi_b)} req/s"
         if order == 0:
-            out.append(f"Capacity: no verdict between {a.title} and {b.title}, where each lies overlaps ({spans}).")
+            out.append(f"Capacity: no verdict between {a.title} and {b.title}: the ranges their capacities lie in overlap "
+                       f"({spans}).")
         else:
             more, less = (a, b) if order > 0 else (b, a)
             out.append(f"Capacity: {more.title} holds a higher request rate within the SLOs than {less.title} "
-                       f"(where each lies: {spans}).")
+                       f"(the ranges their capacities lie in: {spans}).")
     return out
 
 
