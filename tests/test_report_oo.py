@@ -89,3 +89,10 @@ def test_two_capacities_are_compared_where_each_lies(tmp_path):
     shutil.rmtree(tmp_path / "report")
     line = next(x for x in report_md(tmp_path, [d]).splitlines() if "Capacity: " in x)
     assert "no verdict between" in line and "lie in overlap" in line, line
+    run["scenario"]["slo"] = {"tpot_ms": 900.0}  # another run with other SLOs: not compared
+    other = tmp_path / "other-run"
+    shutil.copytree(d, other)
+    (other / "run.json").write_text(json.dumps(run))
+    shutil.rmtree(tmp_path / "report")
+    lines = [x for x in report_md(tmp_path, [d, other]).splitlines() if x.startswith("- Capacity: ")]
+    assert any("had different SLOs, SLO percentile or workload" in x for x in lines), lines

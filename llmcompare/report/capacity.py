@@ -46,6 +46,10 @@ def capacity_comparison(engines: dict, baseline: str | None, cross_machine: bool
         if no := refused(a.rec, b.rec, cross_machine):
             out.append(f"Capacity: {no}.")
             continue
+        if _terms(a) != _terms(b):
+            out.append(f"Capacity: no verdict between {a.title} and {b.title}: their searches had different SLOs, "
+                       "SLO percentile or workload.")
+            continue
         order, (lo_a, hi_a), (lo_b, hi_b) = capacity.higher(res, base), capacity.span(res), capacity.span(base)
         spans = f"{a.title} {_span(lo_a, hi_a)}, {b.title} {_span(lo_b, hi_b)} req/s"
         if order == 0:
@@ -68,6 +72,15 @@ def _search(sv) -> tuple[scenario.Capacity, Slo, int | None, list[capacity.Probe
     cap, slo = record(scenario.Capacity, load["capacity"]), record(Slo, sc.get("slo") or {})
     probes = capacity.probes_of(sv.rec, load.get("max_concurrency"), slo, cap.slo_percentile)
     return (cap, slo, load.get("max_concurrency"), probes) if probes else None
+
+
+def _terms(sv) -> tuple:
+    """What two capacities must share to be compared: the SLOs, their percentile and the workload (less
+    num_prompts, which only sets a probe's least number of requests)."""
+    sc = sv.run.scenario
+    cap = (sc.get("load") or {}).get("capacity") or {}
+    work = {k: v for k, v in (sc.get("workload") or {}).items() if k != "num_prompts"}
+    return sc.get("slo"), record(scenario.Capacity, cap).slo_percentile, sorted(work.items(), key=str)
 
 
 def _result(sv) -> capacity.Result | None:
