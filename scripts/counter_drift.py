@@ -6,7 +6,9 @@ D(t) = engine - client, in tokens, at the first sample after 4 s, halfway, and a
 delay tau (0-3 s, 0.05 s steps) for which the engine's increase from that first sample after 4 s, shifted by tau
 (engine(t - tau)), best matches the client's increase (client(t)), with its mean absolute error.
 A constant delay would show as D(t) ~ tau x the rate at t with a small error at that tau; D changing sign, or
-the best tau at 0 with a large error, is not one. Writes a Markdown table.
+the best tau at 0 with a large error, is not one. D at the point's last sample (after the drain) tells a counter
+that counts tokens earlier than the client gets them (D back near 0) from one that counts tokens the client never
+gets, or misses some (D stays away from 0). Writes a Markdown table.
 
   python scripts/counter_drift.py RUN_DIR ENGINE
 """
@@ -51,7 +53,8 @@ def drift(recs, samp: list[tuple[float, float]]) -> dict[str, float] | None:
 
     fits = [(tau, err(tau)) for tau in np.arange(0.0, 3.001, 0.05)]
     tau, err = min(fits, key=lambda f: f[1])
-    return {"first": d[inside[0]], "mid": d[inside[len(inside) // 2]], "last": d[inside[-1]], "tau": tau, "err": err}
+    return {"first": d[inside[0]], "mid": d[inside[len(inside) // 2]], "last": d[inside[-1]], "end": d[-1], "tau": tau,
+            "err": err}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -60,11 +63,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("engine")
     a = ap.parse_args(argv)
     cells, samp = request_lines.records(a.run, a.engine), samples(a.run, a.engine)
-    print("| point | repeat | attempt | D after 4 s | D halfway | D at the last send | best delay s | its mean abs error (tokens) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| point | repeat | attempt | D after 4 s | D halfway | D at the last send | D after the drain | best delay s | "
+          "its mean abs error (tokens) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for k, recs in sorted(cells.items()):
         if (r := drift(recs, samp.get(k, []))) is not None:
-            print(f"| {k[0]} | {k[1] + 1} | {k[2]} | {r['first']:,.0f} | {r['mid']:,.0f} | {r['last']:,.0f} | "
+            print(f"| {k[0]} | {k[1] + 1} | {k[2]} | {r['first']:,.0f} | {r['mid']:,.0f} | {r['last']:,.0f} | {r['end']:,.0f} | "
                   f"{r['tau']:.2f} | {r['err']:,.0f} |")
 
 

@@ -34,7 +34,8 @@ def _request(point: int, i: int, send: float, finish: float) -> dict:
             "output_tokens": TOKENS, "success": True}
 
 
-def open_loop_run(tmp_path: Path, delay_s: float = 0.5) -> Path:
+def open_loop_run(tmp_path: Path, delay_s: float = 0.5, extra: int = 0) -> Path:
+    """extra: tokens the engine's counter counts beyond what it sends (from 5 s on)."""
     pts = [PointResult(index=i, repeat=0, attempt=1, concurrency=None, request_rate=RATE) for i in (0, 1)]
     d = tmp_path / "run"
     d.mkdir()
@@ -49,10 +50,11 @@ def open_loop_run(tmp_path: Path, delay_s: float = 0.5) -> Path:
     # the engine's counter of point 0: the client's token times shifted `delay_s` earlier (it counts before sending)
     times = sorted(r["dispatch_s"] + c / 1000.0 - delay_s for r in lines if r["point"] == 0 for c in r["chunk_ms"])
     with open(d / "e.metrics.jsonl", "w") as f:
-        for k in range(int((SECONDS + 2) / 0.5)):
+        for k in range(-1, int((SECONDS + 2) / 0.5)):  # from before the first counted token (t < -delay_s + 0.1)
             t = 0.01 + 0.5 * k
             f.write(json.dumps({"point": 0, "repeat": 0, "attempt": 1, "t_s": t,
-                                "generation_tokens_total": float(sum(x <= t for x in times))}) + "\n")
+                                "generation_tokens_total": float(sum(x <= t for x in times) + extra * (t > 5))})
+                    + "\n")
     return d
 
 
@@ -71,3 +73,13 @@ def test_counter_drift_finds_a_constant_delay(tmp_path):
     r = drift.drift(recs[(0, 0, 1)], drift.samples(d, "e")[(0, 0, 1)])
     assert r["tau"] == pytest.approx(0.5, abs=0.06) and r["err"] < 2.0
     assert r["last"] - r["first"] == pytest.approx(0.5 * 20.0, abs=3)  # D rises by tau x the rate's step (20 tok/s)
+
+
+def test_counter_drift_tells_a_late_count_from_an_overcount(tmp_path):
+    """After the drain a counter that only counts early agrees with the client again; one that counted tokens the
+    client never got does not."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    early, over = open_loop_run(tmp_path / "a", delay_s=0.5), open_loop_run(tmp_path / "b", delay_s=0.5, extra=7)
+    for d, end in ((early, 0), (over, 7)):
+        recs = drift.request_lines.records(d, "e")
+        assert drift.drift(recs[(0, 0, 1)], drift.samples(d, "e")[(0, 0, 1)])["end"] == pytest.approx(end, abs=0.5)
