@@ -95,4 +95,4 @@ def test_two_capacities_are_compared_where_each_lies(tmp_path):
     (other / "run.json").write_text(json.dumps(run))
     shutil.rmtree(tmp_path / "report")
     lines = [x for x in report_md(tmp_path, [d, other]).splitlines() if x.startswith("- Capacity: ")]
-    assert any("had different SLOs, SLO percentile or workload" in x for x in lines), lines
+    assert any("had different SLOs, SLO percentile, max_concurrency or workload" in x for x in lines), lines

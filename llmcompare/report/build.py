@@ -15,7 +15,7 @@ from llmcompare.analysis import verdict
 from llmcompare.errors import ResultsReadError
 from llmcompare.report import charts, same_answer, win_map
 from llmcompare.report.answer import answer_section
-from llmcompare.report.capacity import capacity_comparison, capacity_results, capacity_section
+from llmcompare.report.capacity import capacity_results, capacity_section
 from llmcompare.report.doc import Doc
 from llmcompare.report.kernels import attribution_section, gemm_verbose, kernel_section, served_gemm_section
 from llmcompare.report.references import references_section
@@ -137,8 +137,7 @@ def sections(doc: Doc, out: Path, engines: dict[str, Served], kruns: list[Kernel
              figures: str, refs: list[dict], cross_machine: bool = False) -> None:
     """The answer and the win map first, then the details: verdicts, capacity, serve-bench, kernels."""
     colours = charts.Colours(engines)
-    cap = capacity_results(engines)
-    cap = (cap[0] + capacity_comparison(engines, baseline, cross_machine), cap[1])
+    cap = capacity_results(engines, baseline, cross_machine)
     found = same_answer.checks(engines, baseline) if len(engines) > 1 else {}
     same_answer.mark(engines, found)  # before any title is written
     if len(engines) > 1 or cap[0]:

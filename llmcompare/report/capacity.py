@@ -13,34 +13,36 @@ from llmcompare.schema.codec import record
 from llmcompare.schema.scenario import Slo
 
 
-def capacity_results(engines: dict) -> tuple[list[str], list[list]]:
-    """engines: report.Served by label. (One sentence per engine with a capacity search, the probes' rows.)"""
-    said, rows = [], []
+def capacity_results(engines: dict, baseline: str | None = None,
+                     cross_machine: bool = False) -> tuple[list[str], list[list]]:
+    """engines: report.Served by label. (One sentence per engine with a capacity search, then one per engine
+    against the baseline's capacity (comparison()); the probes' rows.)"""
+    said, rows, results = [], [], {}
     for lb, sv in engines.items():
         if (found := _search(sv)) is None:
             continue
         cap, slo, mc, probes = found
         q, res = cap.slo_percentile, capacity.assess(probes, cap.tolerance)
+        results[lb] = res
         said.append(f"At {capacity.slo_text(slo, q)}, {sv.title} holds {res.text()}" +
                     (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {_n(probes)})."
                      if res.lo is not None and res.hi is not None else f" ({_n(probes)}).") +
                     _unusable(sv.rec, mc))
         rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
                   ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
-    return said, rows
+    return said + comparison(engines, results, baseline, cross_machine), rows
 
 
-def capacity_comparison(engines: dict, baseline: str | None, cross_machine: bool = False) -> list[str]:
-    """engines: report.Served by label. One sentence per engine with a capacity beside the baseline's: which holds
-    the higher rate (capacity.higher: its span lies above the other's) or that the spans overlap; refused between
-    machines as every verdict is (verdict.refused)."""
-    found = {lb: _result(sv) for lb, sv in engines.items()}
-    base = found.get(baseline)
+def comparison(engines: dict, results: dict, baseline: str | None, cross_machine: bool = False) -> list[str]:
+    """engines: report.Served by label; results: capacity.Result by label. One sentence per engine with a capacity
+    beside the baseline's: which holds the higher rate (capacity.higher: its span lies above the other's) or that
+    the spans overlap; refused between machines as every verdict is (verdict.refused)."""
+    base = results.get(baseline)
     if base is None or capacity.span(base) is None:
         return []
     out = []
-    for lb, res in found.items():
-        if lb == baseline or res is None or capacity.span(res) is None:
+    for lb, res in results.items():
+        if lb == baseline or capacity.span(res) is None:
             continue
         a, b = engines[lb], engines[baseline]
         if no := refused(a.rec, b.rec, cross_machine):
@@ -48,7 +50,7 @@ def capacity_comparison(engines: dict, baseline: str | None, cross_machine: bool
             continue
         if _terms(a) != _terms(b):
             out.append(f"Capacity: no verdict between {a.title} and {b.title}: their searches had different SLOs, "
-                       "SLO percentile or workload.")
+                       "SLO percentile, max_concurrency or workload.")
             continue
         order, (lo_a, hi_a), (lo_b, hi_b) = capacity.higher(res, base), capacity.span(res), capacity.span(base)
         spans = f"{a.title} {_span(lo_a, hi_a)}, {b.title} {_span(lo_b, hi_b)} req/s"
@@ -75,17 +77,13 @@ def _search(sv) -> tuple[scenario.Capacity, Slo, int | None, list[capacity.Probe
 
 
 def _terms(sv) -> tuple:
-    """What two capacities must share to be compared: the SLOs, their percentile and the workload (less
-    num_prompts, which only sets a probe's least number of requests)."""
+    """What two capacities must share to be compared: the SLOs, their percentile, load.max_concurrency (the cap on
+    requests in flight) and the workload (less num_prompts, which only sets a probe's least number of requests)."""
     sc = sv.run.scenario
-    cap = (sc.get("load") or {}).get("capacity") or {}
+    load = sc.get("load") or {}
     work = {k: v for k, v in (sc.get("workload") or {}).items() if k != "num_prompts"}
-    return sc.get("slo"), record(scenario.Capacity, cap).slo_percentile, sorted(work.items(), key=str)
-
-
-def _result(sv) -> capacity.Result | None:
-    found = _search(sv)
-    return None if found is None else capacity.assess(found[3], found[0].tolerance)
+    return (sc.get("slo"), record(scenario.Capacity, load.get("capacity") or {}).slo_percentile,
+            load.get("max_concurrency"), sorted(work.items(), key=str))
 
 
 def _span(lo: float, hi: float) -> str:
@@ -105,7 +103,7 @@ def _unusable(rec, max_concurrency) -> str:
 
 
 def capacity_section(doc: Doc, engines: dict, results: tuple[list[str], list[list]] | None = None) -> list[str]:
-    """engines: report.Served by label; results: capacity_results(engines) when already computed. Returns the
+    """engines: report.Served by label; results: capacity_results(...) when already computed. Returns the
     sentences it wrote; the method goes to the Method section."""
     said, rows = results or capacity_results(engines)
     if said:
