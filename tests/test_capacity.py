@@ -146,3 +146,13 @@ def test_one_workload_cell_and_one_server():
         rules.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16), (128, 16)], False)
     with pytest.raises(ScenarioError, match="restart_between_repeats"):
         rules.check(Capacity(), Slo(ttft_ms=1), [99.0], [(64, 16)], True)
+
+
+def test_pooled_searches_keep_every_repeat_under_its_rate():
+    """Two searches of one engine (METHOD, joined): a rate probed in both holds the repeats of both, in order."""
+    a = [capacity.Probe(1.0, [0.5]), capacity.Probe(4.0, [2.0, 2.2])]
+    b = [capacity.Probe(2.0, [0.6]), capacity.Probe(4.00001, [1.5])]
+    pooled = capacity.pooled([a, b])
+    assert [(p.rate, p.ratios) for p in pooled] == [(1.0, [0.5]), (2.0, [0.6]), (4.0, [2.0, 2.2, 1.5])]
+    r = capacity.assess(pooled, 1.0)
+    assert (r.lo, r.hi) == (2.0, 4.0) and r.low <= r.estimate <= r.high

@@ -96,3 +96,32 @@ def test_two_capacities_are_compared_where_each_lies(tmp_path):
     shutil.rmtree(tmp_path / "report")
     lines = [x for x in report_md(tmp_path, [d, other]).splitlines() if x.startswith("- Capacity: ")]
     assert any("had different SLOs, SLO percentile, max_concurrency or workload" in x for x in lines), lines
+
+
+def test_searches_of_one_engine_in_two_runs_on_one_machine_are_joined(tmp_path):
+    """One engine searched in two runs on one machine (1 passes, 4 fails; then 2 passes, 8 fails): the report
+    pools their probes into one search (passes at 2, fails at 4) beside the two. Not joined across machines, nor
+    when the engine's scenario entry differs."""
+    machine = {"key": "gpus GPU-test", "hostname": "h", "gpu_uuids": ["GPU-test"], "source": "recorded"}
+    a = capacity_run(tmp_path)
+    run = json.loads((a / "run.json").read_text())
+    run["engines"]["vllm-cap"]["machine"] = machine
+    (a / "run.json").write_text(json.dumps(run))
+    b = tmp_path / "second-search"
+    shutil.copytree(a, b)
+    for p, rate in zip(run["engines"]["vllm-cap"]["points"], (2.0, 8.0), strict=True):
+        p |= {"label": f"rate={rate:g}", "request_rate": rate}
+    (b / "run.json").write_text(json.dumps(run))
+    (b / "vllm-cap.requests.jsonl").write_text("".join(json.dumps({"point": f"rate={r:g}"}) + "\n" for r in (2, 8)))
+    joined = [x for x in report_md(tmp_path, [a, b]).splitlines() if x.startswith("At ") and "runs joined" in x]
+    assert joined and joined[0].startswith("At TPOT p99 < 1000 ms, vllm-cap, 2 runs joined"), joined
+    assert "between 2 and 4 req/s" in joined[0] and "passes at 2, fails at 4" in joined[0], joined[0]
+    for change in ({"machine": {**machine, "key": "gpus GPU-other", "gpu_uuids": ["GPU-other"]}},
+                   {"scenario": {"args": ["--max-num-seqs", "8"]}}):
+        other = json.loads(json.dumps(run))
+        other["engines"]["vllm-cap"] |= change.get("machine") and {"machine": change["machine"]} or {}
+        if "scenario" in change:
+            other["scenario"]["engines"][0]["args"] = change["scenario"]["args"]
+        (b / "run.json").write_text(json.dumps(other))
+        shutil.rmtree(tmp_path / "report")
+        assert "runs joined" not in report_md(tmp_path, [a, b]), change

@@ -41,6 +41,11 @@ Capacity and its interval, from the saved probes only (assess(); the report reco
              past it), so a straight line through its ends would put the crossing too low (on the H100 run,
              reports/h100-capacity: passes at 32, fails at 64, line crossing at 35 req/s, where a probe at 45 had
              met the SLOs in the client's figures but was left out as untrusted).
+  joined     searches of one engine configuration (the same scenario entry, version and model) on one machine,
+             with the same SLOs, percentile, max_concurrency and workload, in several runs (a search run again
+             lower or higher with what a session had left): their probes pooled by rate (the repeats of a rate
+             probed in two runs together), tolerance the smallest of theirs, and assessed as above. The spread
+             across repeats then includes the server's restart between the runs.
 """
 
 
@@ -191,6 +196,16 @@ def _first_new(rates: list[float], lo: float, hi: float, tolerance: float, unusa
         if lo < x < hi and x not in unusable and x / lo - 1 > tolerance / 2:
             return x
     return None
+
+
+def pooled(searches: list[list[Probe]]) -> list[Probe]:
+    """The probes of several searches of one engine as one search (METHOD, joined): the repeats of a rate probed
+    in more than one, in search order, under that rate."""
+    by_rate: dict[float, list[float]] = {}
+    for probes in searches:
+        for p in probes:
+            by_rate.setdefault(round(p.rate, 4), []).extend(p.ratios)
+    return [Probe(r, ratios) for r, ratios in sorted(by_rate.items())]
 
 
 def probes_of(rec, max_concurrency: int | None, slo, q: float) -> list[Probe]:

@@ -3,9 +3,10 @@ SLOs, recomputed from the saved probes (capacity.assess: estimate, interval and 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from llmcompare.analysis import capacity
+from llmcompare.analysis import capacity, machines
 from llmcompare.analysis.verdict import left_out, refused
 from llmcompare.report.doc import Doc
 from llmcompare.schema import scenario
@@ -15,22 +16,64 @@ from llmcompare.schema.scenario import Slo
 
 def capacity_results(engines: dict, baseline: str | None = None,
                      cross_machine: bool = False) -> tuple[list[str], list[list]]:
-    """engines: report.Served by label. (One sentence per engine with a capacity search, then one per engine
-    against the baseline's capacity (comparison()); the probes' rows.)"""
-    said, rows, results = [], [], {}
+    """engines: report.Served by label. (One sentence per engine with a capacity search, one per engine searched
+    in several runs on one machine (joined()), then one per engine against the baseline's capacity
+    (comparison()); the probes' rows.)"""
+    said, rows, results, found = [], [], {}, {}
     for lb, sv in engines.items():
-        if (found := _search(sv)) is None:
+        if (f := _search(sv)) is None:
             continue
-        cap, slo, mc, probes = found
-        q, res = cap.slo_percentile, capacity.assess(probes, cap.tolerance)
-        results[lb] = res
-        said.append(f"At {capacity.slo_text(slo, q)}, {sv.title} holds {res.text()}" +
-                    (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {_n(probes)})."
-                     if res.lo is not None and res.hi is not None else f" ({_n(probes)}).") +
-                    _unusable(sv.rec, mc))
+        found[lb] = f
+        cap, slo, mc, probes = f
+        results[lb] = res = capacity.assess(probes, cap.tolerance)
+        said.append(_holds(sv.title, slo, cap.slo_percentile, res, probes) + _unusable(sv.rec, mc))
         rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
                   ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
+    engines, results = dict(engines), dict(results)
+    for sv, members, res in joined(engines, found):
+        cap, slo = found[members[0]][0], found[members[0]][1]
+        said.append(f"{_holds(sv.title, slo, cap.slo_percentile, res, res.probes)} Its searches "
+                    f"({', '.join(members)}) are of one engine configuration on one machine under the same SLOs and "
+                    "workload, so their probes are pooled (Method, capacity: joined).")
+        for lb in members:
+            results.pop(lb)
+        engines[sv.label], results[sv.label] = sv, res
+        baseline = sv.label if baseline in members else baseline
     return said + comparison(engines, results, baseline, cross_machine), rows
+
+
+def joined(engines: dict, found: dict) -> list[tuple]:
+    """engines: report.Served by label; found: _search() by label. Per engine configuration searched in more than
+    one run on one machine under the same terms (_same_search): (a Served labelled '<name>, N runs joined', the
+    members' labels, capacity.assess of their pooled probes at the smallest of their tolerances)."""
+    groups: list[list[str]] = []
+    for lb in found:
+        g = next((g for g in groups if _same_search(engines[g[0]], engines[lb])), None)
+        if g is None:
+            groups.append([lb])
+        else:
+            g.append(lb)
+    out = []
+    for g in (g for g in groups if len(g) > 1):
+        first = engines[g[0]]
+        res = capacity.assess(capacity.pooled([found[lb][3] for lb in g]), min(found[lb][0].tolerance for lb in g))
+        out.append((dataclasses.replace(first, label=f"{first.label.rsplit('/', 1)[-1]}, {len(g)} runs joined"), g, res))
+    return out
+
+
+def _same_search(a, b) -> bool:
+    """a, b: report.Served. One engine configuration (scenario entry, version, model) searched on one machine
+    under the same terms (_terms) in two runs (Method, capacity: joined)."""
+    return (a.run is not b.run and a.rec.kind == b.rec.kind and a.rec.version == b.rec.version
+            and a.scenario_engine == b.scenario_engine and a.run.scenario.get("model") == b.run.scenario.get("model")
+            and _terms(a) == _terms(b) and machines.difference(a.rec, b.rec) is None)
+
+
+def _holds(title: str, slo: Slo, q: float, res: capacity.Result, probes: list) -> str:
+    """'At <SLOs>, <engine> holds <capacity> (bracket: ...; N probes).'"""
+    return (f"At {capacity.slo_text(slo, q)}, {title} holds {res.text()}" +
+            (f" (bracket: passes at {res.lo:.3g}, fails at {res.hi:.3g} req/s; {_n(probes)})."
+             if res.lo is not None and res.hi is not None else f" ({_n(probes)})."))
 
 
 def comparison(engines: dict, results: dict, baseline: str | None, cross_machine: bool = False) -> list[str]:
