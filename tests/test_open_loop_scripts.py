@@ -1,4 +1,4 @@
-"""scripts/open_loop_keepup.py and scripts/counter_drift.py on open-loop runs whose timing is known: 2 requests/s
+"""scripts/open_loop_keepup.py, scripts/counter_drift.py and scripts/ttft_by_inflight.py on open-loop runs whose timing is known: 2 requests/s
 for 10 s, then 4 requests/s for 10 s, each 10 tokens; in one point every request is served in 1 s (the server
 keeps up), in the other the server finishes one request a second, one after another (over the second half it
 falls behind by 3 requests/s). A delay between two token counts shows only where the rate changes: the step."""
@@ -83,3 +83,18 @@ def test_counter_drift_tells_a_late_count_from_an_overcount(tmp_path):
     for d, end in ((early, 0), (over, 7)):
         recs = drift.request_lines.records(d, "e")
         assert drift.drift(recs[(0, 0, 1)], drift.samples(d, "e")[(0, 0, 1)])["end"] == pytest.approx(end, abs=0.5)
+
+
+def test_ttft_by_inflight_counts_what_was_in_flight_at_each_send(tmp_path):
+    """Point 0 serves every request in 1 s: 1 request in flight at each send at 2 requests/s, 3 at 4 requests/s,
+    TTFT flat at 100 ms. Point 1 serves one at a time and falls behind: the more in flight at a send, the longer
+    its TTFT (each request waits for those ahead of it), bin after bin."""
+    byif = _script("ttft_by_inflight")
+    recs = byif.request_lines.records(open_loop_run(tmp_path), "e")
+    up = byif.in_flight(recs[(0, 0, 1)])
+    counts = [n for n, _ in up]  # the first send 0; 1 at 2/s (and at 10 s); 2 at 10.25 and 10.5 s; then 3
+    assert {n: counts.count(n) for n in set(counts)} == {0: 1, 1: 20, 2: 2, 3: 37}
+    assert all(t == pytest.approx(100.0) for _, t in up)
+    behind = byif.bins(byif.in_flight(recs[(1, 0, 1)]), 4)
+    medians = [med for _, med, _ in behind.values()]
+    assert len(medians) >= 4 and medians == sorted(medians) and medians[-1] > 5 * medians[0], behind
