@@ -104,7 +104,11 @@ def test_make_model_refuses_a_directory_that_is_not_its_own_checkpoint_of_the_pr
 
     mine = tmp_path / "mine"
     assert _make_model(cli, mine).returncode == 0
+    weights = mine / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns
+    assert _make_model(cli, mine).returncode == 0 and weights.stat().st_mtime_ns == stamp  # the same: kept
     assert _make_model(cli, mine, "--seed", "1").returncode == 0  # its own checkpoint, same preset: made again
+    assert weights.stat().st_mtime_ns != stamp
     p = _make_model(cli, mine, "--preset", "qwen2.5-0.5b")
     assert p.returncode == 2 and f"{mine} holds a make-model checkpoint of preset 'tiny', not 'qwen2.5-0.5b'" in p.stderr
     (mine / "model.safetensors").unlink()  # half made: not complete

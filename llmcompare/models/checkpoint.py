@@ -199,6 +199,8 @@ def make_model(out_dir: str | Path, preset: str = "tiny", quant: str = "none", d
                 raise ValueError(f"{name}: K={k} must be a multiple of group_size {group_size} and N={n} of 8")
     out = Path(out_dir).expanduser()
     check_out_dir(out, preset)
+    if _made(out) == _marker(preset, shape, quant, dtype, seed, group_size) and is_complete(out):
+        return out  # the same checkpoint is there (the weights follow from the seed): kept, not written again
     try:
         out.mkdir(parents=True, exist_ok=True)
         _write(out, preset, shape, quant, dtype, seed, group_size)
@@ -219,9 +221,21 @@ def _write(out: Path, preset: str, shape: Shape, quant: str, dtype: str, seed: i
     a.write_tokenizer(out)
     # the weights file appears under its final name last: a directory with model.safetensors is complete
     (out / "model.safetensors.partial").rename(out / "model.safetensors")
-    (out / MARKER).write_text(json.dumps(
-        {"preset": preset, "shape": asdict(shape), "quant": quant, "dtype": dtype, "seed": seed,
-         "group_size": group_size, "weights": "random"}, indent=2))
+    (out / MARKER).write_text(json.dumps(_marker(preset, shape, quant, dtype, seed, group_size), indent=2))
+
+
+def _marker(preset: str, shape: Shape, quant: str, dtype: str, seed: int, group_size: int) -> dict:
+    """What make-model made: everything the files follow from."""
+    return {"preset": preset, "shape": asdict(shape), "quant": quant, "dtype": dtype, "seed": seed,
+            "group_size": group_size, "weights": "random"}
+
+
+def _made(out: Path) -> dict | None:
+    """The marker of the checkpoint in out, None when there is none or it cannot be read."""
+    try:
+        return json.loads((out / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 MARKER = "llmcompare-model.json"  # what make-model made, written last
@@ -241,10 +255,7 @@ def check_out_dir(out: Path, preset: str) -> None:
         raise ValueError(f"make-model: {out} is a file, not a directory; give a new or empty directory")
     if not any(out.iterdir()):
         return
-    try:
-        made = json.loads((out / MARKER).read_text())
-    except (OSError, ValueError):
-        made = None
+    made = _made(out)
     if made is None or not is_complete(out):
         raise ValueError(f"make-model: {out} is not empty and is not a complete make-model checkpoint; writing "
                          "there would mix two checkpoints (config, tokenizer, weight shards): give a new or empty "
