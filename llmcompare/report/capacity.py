@@ -57,7 +57,10 @@ def joined(engines: dict, found: dict) -> list[tuple]:
     for g in (g for g in groups if len(g) > 1):
         first = engines[g[0]]
         res = capacity.assess(capacity.pooled([found[lb][3] for lb in g]), min(found[lb][0].tolerance for lb in g))
-        out.append((dataclasses.replace(first, label=f"{first.label.rsplit('/', 1)[-1]}, {len(g)} runs joined"), g, res))
+        label = f"{first.label.rsplit('/', 1)[-1]}, {len(g)} runs joined"
+        taken = set(engines) | {sv.label for sv, _, _ in out}
+        label = label if label not in taken else f"{label} ({g[0]})"  # one name, two configurations
+        out.append((dataclasses.replace(first, label=label), g, res))
     return out
 
 
