@@ -186,6 +186,7 @@ def test_load_converge_stops_sending_and_lets_the_requests_in_flight_finish(serv
 
     pr = asyncio.run(go())
     assert pr.converge_stop == "converged" and 6 <= len(pr.records) < 2000
+    assert max(r.dispatch_s for r in pr.records) <= conv.decided_s + 0.05  # when (s from the point's start): nothing sent after
     # its bar counts requests without a total: the 2,000 at hand are only an upper bound (no "/2000", no ETA)
     bar = capsys.readouterr().err
     assert "p (until ±2% or 600 s)" in bar and "req" in bar and "/2000" not in bar, bar

@@ -154,6 +154,23 @@ def test_the_live_rule_converges_on_a_flat_rate_and_not_while_it_is_moving():
     assert moving.decide(600.0) == "time up"
 
 
+def test_the_live_rule_records_when_it_stopped_and_what_its_last_check_read():
+    flat = converge.Converger(0.02, 600.0)
+    for r in closed_loop(8, 1000, lambda t: 1.0):
+        flat.finished(r)
+    assert flat.decided_s is None and flat.live_rel_halfwidth is None
+    assert not flat.converged(15.0)  # too short for MSER-5: the check read 15 s and found no steady state
+    assert flat.live_series_s == 15.0 and flat.live_rel_halfwidth is None
+    assert flat.decide(100.0) == "converged" and flat.decided_s == 100.0
+    assert flat.live_series_s == 100.0 and 0 < flat.live_rel_halfwidth <= 0.02
+    moving = converge.Converger(0.02, 600.0)
+    for r in closed_loop(8, 1500, lambda t: 1.0 / (1 + t / 30)):
+        moving.finished(r)
+    assert moving.decide(150.0) is None and moving.decided_s is None
+    assert moving.live_series_s == 150.0 and (moving.live_rel_halfwidth is None or moving.live_rel_halfwidth > 0.02)
+    assert moving.decide(600.0) == "time up" and moving.decided_s == 600.0  # the last check's reading is kept
+
+
 def test_the_live_rule_reads_only_before_the_oldest_request_in_flight():
     conv = converge.Converger(0.02, 600.0)
     for r in closed_loop(8, 1000, lambda t: 1.0):
@@ -170,6 +187,11 @@ def test_the_report_states_the_rule_its_cut_and_whether_it_converged():
     note = steady_note(PointResult(steady=st, converge_stop="converged"))
     assert note.startswith("mser-5: warm-up ") and "to last send at" in note and "; converged (±" in note
     assert note.endswith("load.converge: converged")
+    live = PointResult(steady=st, converge_stop="converged", converge_stop_s=40.2, converge_live_rel_halfwidth=0.0193,
+                       converge_live_series_s=33.0)
+    assert steady_note(live).endswith("load.converge: converged at 40 s (its last live check: ±1.9% over the first 33 s)")
+    early = PointResult(steady=st, converge_stop="time up", converge_stop_s=60.0, converge_live_series_s=55.0)
+    assert steady_note(early).endswith("time up at 60 s (its last live check: no steady state yet over the first 55 s)")
     assert steady_note(PointResult(no_steady="too short for MSER-5")) == "too short for MSER-5"
 
 

@@ -176,7 +176,7 @@ def _point_row(lb: str, p) -> list:
 def steady_note(p) -> str | None:
     """The point's steady state in words: the rule, warm-up cut, end, interval against its target, and what
     load.converge decided; or why it has none."""
-    st, stop = p.steady, f"; load.converge: {p.converge_stop}" if p.converge_stop else ""
+    st, stop = p.steady, f"; load.converge: {p.converge_stop}{_live(p)}" if p.converge_stop else ""
     if st is None:
         return (p.no_steady or "") + stop or None  # None: an older file says nothing
     if not st.rule:
@@ -185,6 +185,16 @@ def steady_note(p) -> str | None:
     flag = ", batch means correlated (widened)" if st.widened else ""
     return (f"{st.rule}: warm-up {st.warmup_s:.0f} s cut, to {st.end_reason} at {st.end_s:.0f} s; {word} "
             f"(±{100 * st.rel_halfwidth:.1f}% vs {100 * st.target_rel_halfwidth:g}%, {st.batches} batches{flag}){stop}")
+
+
+def _live(p) -> str:
+    """When load.converge stopped the sending and what its live check read then (files before session 24: "")."""
+    if p.converge_stop_s is None:
+        return ""
+    hw, series_s = p.converge_live_rel_halfwidth, p.converge_live_series_s
+    read = f"±{100 * hw:.1f}%" if hw is not None else "no steady state yet"
+    over = f" over the first {series_s:.0f} s" if series_s is not None else ""
+    return f" at {p.converge_stop_s:.0f} s (its last live check: {read}{over})"
 
 
 def _counters(p) -> list:

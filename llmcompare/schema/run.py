@@ -236,6 +236,13 @@ class PointResult:
     half_steady_tok_s: float | None = None
     half_no_steady: str | None = None
     converge_stop: str | None = None  # load.converge: "converged" | "time up" | "requests used up"; None: not asked (or older files)
+    # load.converge's live rule when it stopped the sending (serve/converge.py; None: it never did, or files before
+    # session 24): s from the point's start, and its last check's batch-means relative half-width (a fraction; None:
+    # no steady state yet) over the first live_series_s s of the series (up to the oldest request then in flight).
+    # `steady` is computed again over the whole window afterwards and is the point's figure: the two can differ.
+    converge_stop_s: float | None = None
+    converge_live_rel_halfwidth: float | None = None
+    converge_live_series_s: float | None = None
     trust: Trust = field(default_factory=Trust)
     server_metrics: dict[str, float] = field(default_factory=dict)  # time-averaged engine gauges
     server_metrics_error: str | None = None

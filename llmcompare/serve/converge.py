@@ -37,6 +37,12 @@ class Converger:
         self.tokens = np.zeros(64)  # output tokens per BIN_S bin from the point's start (grown as needed)
         self.in_flight: dict[int, float] = {}  # request index -> its scheduled time (s), until it finishes
         self.decision: str | None = None  # "converged" | "time up", once decided
+        self.decided_s: float | None = None  # s from the point's start when it decided (sending stopped)
+        # the last check's reading: the batch-means relative half-width (None: no steady state yet) and the seconds
+        # of series it read (up to the oldest request in flight). The point's recorded steady state is computed
+        # again afterwards over its whole window, so the two can differ (the report shows both).
+        self.live_rel_halfwidth: float | None = None
+        self.live_series_s: float | None = None
         self.check_s = CHECK_S  # s between checks (watch)
 
     def started(self, index: int, scheduled_s: float) -> None:
@@ -59,15 +65,19 @@ class Converger:
                 self.decision = "time up"
             elif self.converged(now_s):
                 self.decision = "converged"
+            if self.decision is not None:
+                self.decided_s = now_s
         return self.decision
 
     def converged(self, now_s: float) -> bool:
         until = min([now_s, *self.in_flight.values()])  # the series is complete only before the oldest in flight
         x = self.tokens[: int(until // BIN_S)] / BIN_S
+        self.live_series_s, self.live_rel_halfwidth = len(x) * BIN_S, None
         cut = mser.truncate(x)
         if cut.skip is None:
             return False
         bm = mser.batch_means(x[cut.skip:])
+        self.live_rel_halfwidth = bm.rel_halfwidth if bm is not None else None
         return bm is not None and bm.rel_halfwidth <= self.target
 
 

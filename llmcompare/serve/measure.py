@@ -213,6 +213,9 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
                 pr = await loadgen.run_point(session, b.req, res.key, specs, b.s.load.burstiness, seed=seed,
                                              on_record=save, abort=b.abort, desc=desc, conv=conv)
         res.prefix_cache = prefix_cache.delta(cache_before, await prefix_cache.read(session, url))
+        if conv is not None and conv.decided_s is not None:
+            res.converge_stop_s = round(conv.decided_s, 3)
+            res.converge_live_rel_halfwidth, res.converge_live_series_s = conv.live_rel_halfwidth, conv.live_series_s
     finally:
         for t, vals in sampler.samples:
             row = {**tag, "t_s": round(t, 4), "unix_s": round(sampler.unix_s(t), 4)}  # unix_s: nvidia-smi's clock
