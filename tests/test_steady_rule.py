@@ -171,6 +171,26 @@ def test_the_live_rule_records_when_it_stopped_and_what_its_last_check_read():
     assert moving.decide(600.0) == "time up" and moving.decided_s == 600.0  # the last check's reading is kept
 
 
+def test_the_watch_stops_at_max_s_on_the_points_clock_not_a_check_later():
+    """Session 24: with the pool's start 0.3 s ahead, checks every 5 s from the watch's creation fell at 4.7, 9.7,
+    ..., 59.7 s, and the 60 s points stopped at 64.7 s. Now the checks are counted from t0 and the last is at max_s."""
+    import asyncio
+    import time
+
+    conv = converge.Converger(0.02, 0.5)
+    conv.check_s = 0.2
+    said: list[tuple[str, float]] = []
+
+    async def go():
+        t0 = time.perf_counter() + 0.15  # the pool's t0 lies ahead of the watch's start (old checks: 0.05, ..., 0.65 s)
+        await converge.watch(conv, t0, lambda d: said.append((d, time.perf_counter() - t0)))
+
+    asyncio.run(go())
+    (decision, at_s), = said
+    assert decision == "time up" and 0.5 <= at_s < 0.6, at_s
+    assert conv.decided_s == pytest.approx(at_s, abs=0.01)
+
+
 def test_the_live_rule_reads_only_before_the_oldest_request_in_flight():
     conv = converge.Converger(0.02, 600.0)
     for r in closed_loop(8, 1000, lambda t: 1.0):
@@ -238,3 +258,23 @@ def test_the_first_half_is_what_a_point_half_as_long_would_have_measured():
     assert steady.first_half(recs[:800], 8)[0] == steady.find(recs[:400], 8)[0].output_throughput  # by index
     rate, why = steady.first_half(closed_loop(2, 40, lambda t: 1.0), 2)
     assert rate is None and why.startswith("too short for MSER-5")
+
+
+def test_converge_replay_reads_what_the_live_rule_read_at_each_check():
+    """scripts/converge_replay.py feeds the live rule, at each check time, what had been sent and had finished."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("converge_replay",
+                                                  Path(__file__).parents[1] / "scripts/converge_replay.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    recs = closed_loop(8, 1000, lambda t: 1.0)  # 8 slots of ~1 s requests: a flat rate
+    for r in recs:
+        r.scheduled_s = r.dispatch_s  # a closed loop's request is due when its slot frees (loadgen._closed)
+    checks = replay.replay(recs, 0.02, 60.0)
+    assert [c[0] for c in checks] == [5.0 * k for k in range(1, 13)]
+    assert not checks[2][3] and checks[2][2] is None  # 15 s: too short for MSER-5
+    assert checks[-1][3] and checks[-1][1] >= 58  # by 60 s converged, on nearly all of it (the requests are short)
+    slow = [r for r in recs if r.index != 0] + [RequestRecord(0, 8, 50, dispatch_s=0.0, scheduled_s=0.0, e2el_ms=1e6)]
+    assert all(c[1] == 0 for c in replay.replay(slow, 0.02, 60.0))  # one request in flight from 0 s: nothing read
