@@ -146,6 +146,7 @@ def test_the_live_rule_converges_on_a_flat_rate_and_not_while_it_is_moving():
     for r in closed_loop(8, 1000, lambda t: 1.0):
         flat.finished(r)
     assert not flat.converged(15.0)  # 15 s: too short for MSER-5
+    assert not flat.converged(25.0)  # MSER-5 has its 20 observations, but under MIN_SERIES_S (30 s) is too little
     assert flat.converged(100.0) and flat.decide(100.0) == "converged"
     moving = converge.Converger(0.02, 600.0)
     for r in closed_loop(8, 1500, lambda t: 1.0 / (1 + t / 30)):
