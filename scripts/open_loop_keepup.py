@@ -5,7 +5,8 @@ to the last send): requests that arrived (were sent) per second, requests that c
 ratio, and the requests in flight at both ends of that half. An engine that keeps up completes about as many as
 arrive and its in-flight count stays level; one past its capacity completes fewer and the count climbs by the
 difference. The first half is left out: it holds the ramp from an empty server, when in-flight requests pile up
-whatever the engine. Also the drain: from the last send to the last reply (s). Writes a Markdown table.
+whatever the engine. Also the drain: from the last send to the last reply (s). Writes a Markdown table. The
+figures are llmcompare/analysis/keepup.py's, which the report's capacity table also shows.
 
   python scripts/open_loop_keepup.py RUN_DIR [RUN_DIR ...]
 """
@@ -16,25 +17,9 @@ import argparse
 import math
 from pathlib import Path
 
+from llmcompare.analysis.keepup import keepup
 from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run
-
-
-def keepup(recs) -> dict[str, float]:
-    """recs: one measured run's RequestRecords. Second half of the sending window: arrivals/s, completions/s,
-    completions / arrivals, in flight at its start and end; the drain (s)."""
-    sends = sorted(r.dispatch_s for r in recs)
-    ends = sorted(r.dispatch_s + r.e2el_ms / 1000.0 for r in recs if r.success)
-    a, b = (sends[0] + sends[-1]) / 2, sends[-1]
-    arrived = sum(a <= s <= b for s in sends)
-    done = sum(a <= e <= b for e in ends)
-
-    def in_flight(t: float) -> int:
-        return sum(s <= t for s in sends) - sum(e <= t for e in ends)
-
-    return {"arrivals_per_s": arrived / (b - a), "completions_per_s": done / (b - a),
-            "ratio": done / arrived if arrived else math.nan, "in_flight_start": in_flight(a),
-            "in_flight_end": in_flight(b), "drain_s": (ends[-1] - b) if ends else math.nan}
 
 
 def rows(run_dir: Path) -> list[list[str]]:
@@ -48,9 +33,11 @@ def rows(run_dir: Path) -> list[list[str]]:
             if attempt != 1 or rate is None or not math.isfinite(rate) or len(recs) < 4:
                 continue
             k = keepup(recs)
-            out.append([run_dir.name, name, f"{rate:g}", str(rep + 1), f"{k['arrivals_per_s']:.1f}",
-                        f"{k['completions_per_s']:.1f}", f"{k['ratio']:.2f}",
-                        f"{k['in_flight_start']} -> {k['in_flight_end']}", f"{k['drain_s']:.1f}"])
+            if k is None:
+                continue
+            out.append([run_dir.name, name, f"{rate:g}", str(rep + 1), f"{k.arrivals_per_s:.1f}",
+                        f"{k.completions_per_s:.1f}", f"{k.ratio:.2f}",
+                        f"{k.in_flight_start} -> {k.in_flight_end}", f"{k.drain_s:.1f}"])
     return out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from llmcompare.analysis import keepup as keepup_mod
 from llmcompare.schema.files import RunFile
 from llmcompare.schema.run import EngineRecord, PointResult, ServeRun
 
@@ -98,3 +99,27 @@ def test_ttft_by_inflight_counts_what_was_in_flight_at_each_send(tmp_path):
     behind = byif.bins(byif.in_flight(recs[(1, 0, 1)]), 4)
     medians = [med for _, med, _ in behind.values()]
     assert len(medians) >= 4 and medians == sorted(medians) and medians[-1] > 5 * medians[0], behind
+
+
+def test_the_capacity_table_says_whether_each_repeat_kept_up(tmp_path):
+    """The report's capacity rows carry analysis/keepup.py's figures per repeat, read from the request files: the
+    point that keeps up completes ~1 request per arrival with a level count; the one that falls behind 0.25, +30."""
+    from llmcompare.analysis import metrics
+    from llmcompare.report.build import Served
+    from llmcompare.report.capacity import _keepups
+    from llmcompare.schema import request_lines
+    from llmcompare.schema.files import load_run
+
+    d = open_loop_run(tmp_path)
+    run = load_run(d)
+    cells = request_lines.records(d, "e")
+    for p, rate in zip(run.engines["e"].points, (2.0, 3.0), strict=True):  # two probes
+        p.request_rate, p.status = rate, "complete"
+        p.metrics = metrics.compute(cells[(p.index, 0, 1)], 21.0, [50, 99], None)
+    request_lines.attach(run)
+    kept = _keepups(Served("e", run.engines["e"], run, {}), None)
+    (up,), (behind,) = kept[2.0], kept[3.0]
+    assert up.ratio == pytest.approx(1.0, abs=0.1) and abs(up.rise) <= 2
+    assert behind.ratio == pytest.approx(0.25, abs=0.05) and behind.rise == pytest.approx(30, abs=3)
+    assert keepup_mod.text(behind) == f"{behind.ratio:.2f} ({behind.in_flight_start} -> {behind.in_flight_end})"
+    assert keepup_mod.text(None) == "–"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from llmcompare.analysis import capacity, machines
-from llmcompare.analysis.verdict import left_out, refused
+from llmcompare.analysis import capacity, keepup, machines
+from llmcompare.analysis.verdict import left_out, refused, usable_points
 from llmcompare.report.doc import Doc
-from llmcompare.schema import scenario
+from llmcompare.schema import request_lines, scenario
 from llmcompare.schema.codec import record
 from llmcompare.schema.scenario import Slo
 
@@ -27,8 +27,10 @@ def capacity_results(engines: dict, baseline: str | None = None,
         cap, slo, mc, probes = f
         results[lb] = res = capacity.assess(probes, cap.tolerance)
         said.append(_holds(sv.title, slo, cap.slo_percentile, res, probes) + _unusable(sv.rec, mc))
+        kept = _keepups(sv, mc)
         rows += [[lb, f"{p.rate:.3g}", len(p.ratios), f"{p.mean:.2f}", "passes" if p.passed else "fails",
-                  ", ".join(f"{r:.2f}" for r in p.ratios)] for p in probes]
+                  ", ".join(f"{r:.2f}" for r in p.ratios), "; ".join(map(keepup.text, kept.get(p.rate, [])))]
+                 for p in probes]
     engines, results = dict(engines), dict(results)
     for sv, members, res in joined(engines, found):
         cap, slo = found[members[0]][0], found[members[0]][1]
@@ -70,6 +72,19 @@ def _same_search(a, b) -> bool:
     return (a.run is not b.run and a.rec.kind == b.rec.kind and a.rec.version == b.rec.version
             and a.scenario_engine == b.scenario_engine and a.run.scenario.get("model") == b.run.scenario.get("model")
             and _terms(a) == _terms(b) and machines.difference(a.rec, b.rec) is None)
+
+
+def _keepups(sv, max_concurrency: int | None) -> dict[float, list]:
+    """sv: report.Served. Per probe rate, keepup.keepup of each usable repeat's requests (in repeat order; None
+    where its request lines are not on file), from the run's request files."""
+    cells = request_lines.records(sv.run.dir, sv.rec.name) if sv.run.dir else {}
+    out: dict[float, list] = {}
+    for key, pts in usable_points(sv.rec).items():
+        r = key.request_rate
+        if r is not None and math.isfinite(r) and key.max_concurrency == max_concurrency:
+            out[r] = [keepup.keepup(cells.get((p.index, p.repeat, p.attempt), []))
+                      for p in sorted(pts, key=lambda p: p.repeat)]
+    return out
 
 
 def _holds(title: str, slo: Slo, q: float, res: capacity.Result, probes: list) -> str:
@@ -156,8 +171,14 @@ def capacity_section(doc: Doc, engines: dict, results: tuple[list[str], list[lis
         doc.h(2, "Capacity: the highest request rate that meets the SLOs")
         for s in said:
             doc.p(s)
-        doc.table(["engine", "rate req/s", "repeats", "worst SLO ratio (mean)", "probe", "per repeat"], rows)
-        doc.p("How: Method, capacity (below).")
+        doc.table(["engine", "rate req/s", "repeats", "worst SLO ratio (mean)", "probe", "per repeat",
+                   "kept up? completed / arrived (in flight), per repeat"], rows)
+        doc.p("How: Method, capacity (below). 'Kept up?' describes each repeat and is not part of the pass rule: over "
+              "the second half of its sending window, the requests completed per request arrived, and the requests "
+              "in flight at the half's start and end. An engine that keeps up completes about as many as arrive "
+              "and its count stays level; a backlog climbs. Poisson arrivals alone move the count by about "
+              "±sqrt(arrivals in the half) (llmcompare/analysis/keepup.py). A probe that passes while its count "
+              "climbs passes for its length only.")
         doc.method("Capacity: the highest request rate meeting the SLOs (llmcompare/analysis/capacity.py)",
                    capacity.METHOD)
     return said
