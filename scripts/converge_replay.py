@@ -8,7 +8,8 @@ the point's recorded steady state over its whole window (run.json), which is the
 
 What it tells apart: a point that stopped on a live check that read only a short head of the series (the oldest
 request in flight started early: long ShareGPT-like outputs) from one whose live and whole-window readings agree.
-It replays from the client's records, so a check's timing is the CHECK_S grid, not the live check's exact wake-up,
+It replays from the client's records, so a check's timing is the CHECK_S grid, not the live check's exact wake-up;
+a failed request without an E2EL has no known end and stays in flight in the replay (the live rule saw it end);
 and it applies today's rule: since 2026-12-06 a check must have read MIN_SERIES_S (30 s) of series to stop a point,
 so a point that stopped as "converged" under the older rule can show "never" here.
 
