@@ -28,15 +28,30 @@ def requests(run_dir: Path, engine: str) -> dict[tuple[int, int, int], list[Requ
     return request_lines.records(run_dir, engine)
 
 
-def waves(recs: list[RequestRecord], c: int | None) -> list[float]:
-    """Per wave, its output tok/s: wave j runs from the (j-1)c-th completion to the jc-th (the first from the
-    point's start); its tokens are those whose chunks arrived in it (as steady.py counts them)."""
+def wave_edges(recs: list[RequestRecord], c: int | None) -> list[float]:
+    """The wave boundaries of a closed loop of concurrency c, s from the point's start: 0, then the c-th, 2c-th, ...
+    completion (wave j runs from the (j-1)c-th completion to the jc-th)."""
     fin = sorted(r.dispatch_s + r.e2el_ms / 1000 for r in recs if r.success and r.e2el_ms is not None)
-    if not c:
-        return []
-    edges = [0.0] + [fin[j * c - 1] for j in range(1, len(fin) // c + 1)]
+    return [0.0] + [fin[j * c - 1] for j in range(1, len(fin) // c + 1)] if c else []
+
+
+def waves(recs: list[RequestRecord], c: int | None) -> list[float]:
+    """Per wave, its output tok/s; its tokens are those whose chunks arrived in it (as steady.py counts them)."""
+    edges = wave_edges(recs, c)
     return [steady.tokens_between(recs, a, b) / (b - a) if b > a else float("nan")
             for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def whole_waves(recs: list[RequestRecord], c: int | None, start_s: float, end_s: float
+                ) -> tuple[float, float, float] | None:
+    """The steady window [start_s, end_s] narrowed to the whole waves inside it: (from s, to s, output tok/s), or
+    None with fewer than one whole wave. With fixed lengths the rate rises and falls once a wave (prefill, then
+    decode), so a window that starts or ends inside a wave weighs that wave's phase: this figure does not."""
+    inside = [e for e in wave_edges(recs, c) if start_s <= e <= end_s]
+    if len(inside) < 2:
+        return None
+    a, b = inside[0], inside[-1]
+    return a, b, steady.tokens_between(recs, a, b) / (b - a)
 
 
 def row(engine: str, p, recs: list[RequestRecord]) -> list[str]:
@@ -47,17 +62,30 @@ def row(engine: str, p, recs: list[RequestRecord]) -> list[str]:
     base = [engine, p.label, str(p.repeat + 1), str(p.attempt), p.status, f"{span:.0f}",
             f"{whole:.0f}" if whole else "–", wv]
     if st is None:
-        return [*base, "–", "–", "–", "–", why]
+        return [*base, "–", "–", "–", "–", "–", why]
     gap = f"{100 * (st.output_throughput / whole - 1):+.1f}%" if whole else "–"
     flag = ", lag-1 high (widened)" if st.widened else ""
     return [*base, f"{st.warmup_s:.0f} s; to {st.end_s:.0f} s ({st.end_reason})",
             f"{st.output_throughput:.0f} ± {st.halfwidth_tok_s:.0f} (±{100 * st.rel_halfwidth:.1f}%)", gap,
-            "yes" if st.converged else "no", f"{st.batches} batches of {st.batch_s:.0f} s, lag-1 "
+            waves_cell(p, recs, st), "yes" if st.converged else "no",
+            f"{st.batches} batches of {st.batch_s:.0f} s, lag-1 "
             f"{st.lag1_autocorr if st.lag1_autocorr is not None else float('nan'):+.2f}{flag}"]
 
 
+def waves_cell(p, recs: list[RequestRecord], st) -> str:
+    """whole_waves() of a fixed-length closed-loop point (its requests move in waves), '–' for any other."""
+    if not (p.concurrency and p.input_len and p.output_len):
+        return "–"
+    got = whole_waves(recs, p.concurrency, st.start_s, st.end_s)
+    if got is None:
+        return "no whole wave in the window"
+    a, b, rate = got
+    return f"{rate:.0f} ({a:.1f}-{b:.1f} s; steady {100 * (st.output_throughput / rate - 1):+.1f}%)"
+
+
 HEAD = ["engine", "point", "repeat", "attempt", "status", "s", "whole-point tok/s", "per-wave tok/s",
-        "MSER-5 warm-up cut; window end", "steady tok/s ± 95%", "steady vs whole", f"converged (±{100 * TARGET:g}%)",
+        "MSER-5 warm-up cut; window end", "steady tok/s ± 95%", "steady vs whole",
+        "the window's whole waves: tok/s (fixed lengths)", f"converged (±{100 * TARGET:g}%)",
         "interval / why no steady state"]
 
 
@@ -90,7 +118,11 @@ def main(out: str, dirs: list[str]) -> None:
              "when the requests in flight stay below min(c - 0.5, 0.95c)), and a 95% interval by 10-30 batch means of the window "
              f"(Schmeiser 1982), converged at a relative half-width of at most {100 * TARGET:g}%. Per-wave rate: wave "
              "j runs from the (j-1)c-th completion to the jc-th (wave 1 from the point's start), its output tokens "
-             "(where their chunks arrived) / its length. 's': the point's length, first send to last finish.", ""]
+             "(where their chunks arrived) / its length. 'The window's whole waves': the steady window narrowed to the "
+             "whole waves inside it (first wave boundary at or after its start to the last at or before its end), "
+             "for fixed lengths in a closed loop only, beside how far the steady figure lies from it: a window that "
+             "cuts a wave weighs that wave's phase (a diagnostic, not the rule). 's': the point's length, first send "
+             "to last finish.", ""]
     body: list[str] = []
     tally: dict[str, int] = {}
     for d in dirs:

@@ -279,3 +279,28 @@ def test_converge_replay_reads_what_the_live_rule_read_at_each_check():
     assert checks[-1][3] and checks[-1][1] >= 58  # by 60 s converged, on nearly all of it (the requests are short)
     slow = [r for r in recs if r.index != 0] + [RequestRecord(0, 8, 50, dispatch_s=0.0, scheduled_s=0.0, e2el_ms=1e6)]
     assert all(c[1] == 0 for c in replay.replay(slow, 0.02, 60.0))  # one request in flight from 0 s: nothing read
+
+
+def test_steady_rule_narrows_a_window_to_whole_waves_of_a_synchronized_point():
+    """scripts/steady_rule.py's diagnostic: with fixed lengths the rate rises and falls once a wave (a 0.5 s prefill
+    with no tokens, then decode), so a window that starts inside a wave, after its prefill, reads high; narrowed to
+    the whole waves inside it, it reads the per-wave rate."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("steady_rule", Path(__file__).parents[1] / "scripts/steady_rule.py")
+    rule = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule)
+    c, n, wave_s = 8, 8 * 20, 0.5 + 49 * 0.02  # 20 waves of 8 requests: 0.5 s to the first token, then 20 ms a token
+    chunks = [500.0 + 20.0 * k for k in range(50)]
+    recs = [RequestRecord(index=i, prompt_len=10, output_len=50, dispatch_s=(i // c) * wave_s, ttft_ms=chunks[0],
+                          e2el_ms=chunks[-1], chunk_ms=chunks, output_tokens=50, success=True) for i in range(n)]
+    per_wave = c * 50 / wave_s
+    assert rule.waves(recs, c)[1:] == pytest.approx([per_wave] * 19, rel=1e-6)  # (wave 1 lacks its last tokens,
+    # which arrive at its end and count in wave 2: a wave is [from, to))
+    start, end = 3 * wave_s + 0.6, 19 * wave_s  # from inside wave 4, after its prefill, to the last send
+    cut = steady.tokens_between(recs, start, end) / (end - start)
+    assert cut > 1.015 * per_wave  # the cut wave's prefill is left out: the window reads high
+    a, b, rate = rule.whole_waves(recs, c, start, end)
+    assert (a, b) == pytest.approx((4 * wave_s, 19 * wave_s)) and rate == pytest.approx(per_wave, rel=1e-6)
+    assert rule.whole_waves(recs, c, start, start + 0.5 * wave_s) is None  # no whole wave inside
