@@ -3,10 +3,12 @@
 <engine>.requests.jsonl (or .jsonl.xz), with the current definition, and rewrites run.json (atomically). For runs
 measured before a change of that definition; a run's README says when it was applied. Nothing else in run.json
 changes. With --half only the length check's first-half figures (PointResult.half_steady_tok_s, half_no_steady:
-files before session 20 lack them) are added, and the steady state is left as it is. A point without request lines
-(or without metrics) is left as it is either way.
+files before session 20 lack them) are added, and the steady state is left as it is. With --waves only the
+wave-phase check's figure (PointResult.waves_steady_tok_s: the point's steady window as on file, narrowed to its
+whole waves; files before session 25 lack it) is added. A point without request lines (or without metrics) is
+left as it is in every mode.
 
-  python scripts/resteady.py [--half] RUN_DIR [RUN_DIR...]
+  python scripts/resteady.py [--half | --waves] RUN_DIR [RUN_DIR...]
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run, write_json
 
 
-def resteady(run_dir: str, half_only: bool = False) -> None:
+def resteady(run_dir: str, half_only: bool = False, waves_only: bool = False) -> None:
     run = load_run(run_dir)
     for name, e in run.engines.items():
         cells = request_lines.records(Path(run.dir), name)
@@ -27,21 +29,26 @@ def resteady(run_dir: str, half_only: bool = False) -> None:
             recs = cells.get((p.index, p.repeat, p.attempt), [])
             if not recs or not p.metrics:
                 continue
-            p.half_steady_tok_s, p.half_no_steady = steady.first_half(recs, p.concurrency)
-            print(f"{name} {p.label} #{p.repeat + 1} attempt {p.attempt}: first half "
-                  f"{p.half_steady_tok_s or p.half_no_steady}")
-            if half_only:
-                continue
-            before = p.steady.output_throughput if p.steady else None
-            p.steady, why = steady.find(recs, p.concurrency)
-            p.no_steady = why or None
-            after = p.steady.output_throughput if p.steady else None
-            print(f"{name} {p.label} #{p.repeat + 1} attempt {p.attempt}: steady {before} -> {after}")
+            what = f"{name} {p.label} #{p.repeat + 1} attempt {p.attempt}"
+            if not waves_only:
+                p.half_steady_tok_s, p.half_no_steady = steady.first_half(recs, p.concurrency)
+                print(f"{what}: first half {p.half_steady_tok_s or p.half_no_steady}")
+            if not half_only and not waves_only:
+                before = p.steady.output_throughput if p.steady else None
+                p.steady, why = steady.find(recs, p.concurrency)
+                p.no_steady = why or None
+                after = p.steady.output_throughput if p.steady else None
+                print(f"{what}: steady {before} -> {after}")
+            if not half_only:
+                p.waves_steady_tok_s = steady.waves_rate(recs, p.concurrency, p.steady)
+                print(f"{what}: over whole waves {p.waves_steady_tok_s}")
     write_json(Path(run.dir) / "run.json", run)
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    half = "--half" in args
-    for d in (a for a in args if a != "--half"):
-        resteady(d, half)
+    flags = {"--half", "--waves"}
+    if "--half" in args and "--waves" in args:
+        sys.exit("resteady.py: --half and --waves each add one figure; give one of them, or neither for all")
+    for d in (a for a in args if a not in flags):
+        resteady(d, "--half" in args, "--waves" in args)

@@ -28,30 +28,11 @@ def requests(run_dir: Path, engine: str) -> dict[tuple[int, int, int], list[Requ
     return request_lines.records(run_dir, engine)
 
 
-def wave_edges(recs: list[RequestRecord], c: int | None) -> list[float]:
-    """The wave boundaries of a closed loop of concurrency c, s from the point's start: 0, then the c-th, 2c-th, ...
-    completion (wave j runs from the (j-1)c-th completion to the jc-th)."""
-    fin = sorted(r.dispatch_s + r.e2el_ms / 1000 for r in recs if r.success and r.e2el_ms is not None)
-    return [0.0] + [fin[j * c - 1] for j in range(1, len(fin) // c + 1)] if c else []
-
-
 def waves(recs: list[RequestRecord], c: int | None) -> list[float]:
-    """Per wave, its output tok/s; its tokens are those whose chunks arrived in it (as steady.py counts them)."""
-    edges = wave_edges(recs, c)
+    """Per wave (analysis/steady.wave_edges), its output tok/s; its tokens are those whose chunks arrived in it."""
+    edges = steady.wave_edges(recs, c)
     return [steady.tokens_between(recs, a, b) / (b - a) if b > a else float("nan")
             for a, b in zip(edges, edges[1:], strict=False)]
-
-
-def whole_waves(recs: list[RequestRecord], c: int | None, start_s: float, end_s: float
-                ) -> tuple[float, float, float] | None:
-    """The steady window [start_s, end_s] narrowed to the whole waves inside it: (from s, to s, output tok/s), or
-    None with fewer than one whole wave. With fixed lengths the rate rises and falls once a wave (prefill, then
-    decode), so a window that starts or ends inside a wave weighs that wave's phase: this figure does not."""
-    inside = [e for e in wave_edges(recs, c) if start_s <= e <= end_s]
-    if len(inside) < 2:
-        return None
-    a, b = inside[0], inside[-1]
-    return a, b, steady.tokens_between(recs, a, b) / (b - a)
 
 
 def row(engine: str, p, recs: list[RequestRecord]) -> list[str]:
@@ -76,7 +57,7 @@ def waves_cell(p, recs: list[RequestRecord], st) -> str:
     """whole_waves() of a fixed-length closed-loop point (its requests move in waves), '–' for any other."""
     if not (p.concurrency and p.input_len and p.output_len):
         return "–"
-    got = whole_waves(recs, p.concurrency, st.start_s, st.end_s)
+    got = steady.whole_waves(recs, p.concurrency, st.start_s, st.end_s)
     if got is None:
         return "no whole wave in the window"
     a, b, rate = got

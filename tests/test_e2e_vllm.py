@@ -92,6 +92,7 @@ def test_a_two_by_two_grid_against_real_vllm(tmp_path, vllm_py, tiny_model, cli)
     # 6 short requests at concurrency 1: a few seconds, too short for the steady-state rule, and the file says so
     assert last[0]["steady"] is None and last[0]["no_steady"].startswith("too short for MSER-5")
     assert last[0]["half_steady_tok_s"] is None and last[0]["half_no_steady"].startswith("too short for MSER-5")
+    assert "waves_steady_tok_s" in last[0] and last[0]["waves_steady_tok_s"] is None  # no window to narrow
     assert any("no steady state (too short" in w for w in last[0]["warnings"])
     samples = [json.loads(x) for x in (d / "vllm-cpu.metrics.jsonl").read_text().splitlines()]
     assert samples and "num_requests_running" in samples[0]

@@ -9,6 +9,7 @@ import pytest
 
 from llmcompare.analysis import mser, steady
 from llmcompare.schema.request import RequestRecord
+from llmcompare.schema.run import Steady
 from llmcompare.serve import converge
 
 
@@ -281,8 +282,8 @@ def test_converge_replay_reads_what_the_live_rule_read_at_each_check():
     assert all(c[1] == 0 for c in replay.replay(slow, 0.02, 60.0))  # one request in flight from 0 s: nothing read
 
 
-def test_steady_rule_narrows_a_window_to_whole_waves_of_a_synchronized_point():
-    """scripts/steady_rule.py's diagnostic: with fixed lengths the rate rises and falls once a wave (a 0.5 s prefill
+def test_a_steady_window_narrowed_to_whole_waves_of_a_synchronized_point():
+    """The wave-phase check's figure (analysis/steady.whole_waves, also in scripts/steady_rule.py's tables): with fixed lengths the rate rises and falls once a wave (a 0.5 s prefill
     with no tokens, then decode), so a window that starts inside a wave, after its prefill, reads high; narrowed to
     the whole waves inside it, it reads the per-wave rate."""
     import importlib.util
@@ -301,6 +302,9 @@ def test_steady_rule_narrows_a_window_to_whole_waves_of_a_synchronized_point():
     start, end = 3 * wave_s + 0.6, 19 * wave_s  # from inside wave 4, after its prefill, to the last send
     cut = steady.tokens_between(recs, start, end) / (end - start)
     assert cut > 1.015 * per_wave  # the cut wave's prefill is left out: the window reads high
-    a, b, rate = rule.whole_waves(recs, c, start, end)
+    a, b, rate = steady.whole_waves(recs, c, start, end)
     assert (a, b) == pytest.approx((4 * wave_s, 19 * wave_s)) and rate == pytest.approx(per_wave, rel=1e-6)
-    assert rule.whole_waves(recs, c, start, start + 0.5 * wave_s) is None  # no whole wave inside
+    assert steady.whole_waves(recs, c, start, start + 0.5 * wave_s) is None  # no whole wave inside
+    window = Steady(start, end, output_throughput=cut)
+    assert steady.waves_rate(recs, c, window) == pytest.approx(per_wave, rel=1e-6)  # PointResult.waves_steady_tok_s
+    assert steady.waves_rate(recs, None, window) is None and steady.waves_rate(recs, c, None) is None

@@ -209,9 +209,10 @@ def test_the_verdict_table_gives_tail_latency_beside_throughput(tmp_path):
     assert "| TTFT p99 difference % | TPOT p99 difference % | traffic |" in head
     c1 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=1 |")).split(" | ")
     assert c1[10] == "not checked: the verdict is on whole points"  # the length check's column
-    assert c1[11].startswith("+100.0% [") and c1[11].endswith("] slower") and c1[12] == "–"
+    assert c1[11] == "not checked: the verdict is on whole points"  # the wave-phase check's (fixed lengths)
+    assert c1[12].startswith("+100.0% [") and c1[12].endswith("] slower") and c1[13] == "–"
     c8 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=8 |")).split(" | ")
-    assert c8[11] == "–"  # no p99 TTFT at c=8: no verdict on it
+    assert c8[12] == "–"  # no p99 TTFT at c=8: no verdict on it
 
 
 def mser_point(i, repeat, whole, rate, half=None, no_steady=None):
@@ -269,6 +270,7 @@ def test_the_length_check_compares_the_full_gap_with_the_first_halves_interval(t
     md = (build_report([str(d)], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
     assert "first half of each point: gap % [95%]" in md and ": the full-length gap lies outside it" in md
     assert "Length check: the verdict moved with the point's length at b c=1 (-10.0% [" in md
+    assert "Not yet verdicts that hold: at b c=1 it moved with the point's length (length check)" in md
 
 
 def test_the_length_check_says_why_it_cannot_be_made():
@@ -284,3 +286,39 @@ def test_the_length_check_says_why_it_cannot_be_made():
     assert row.half is None and row.half_why == "not checked: the verdict is on whole points"
     (row,) = verdict.compare(b, a, "median_tpot_ms")  # latency verdicts: no length check
     assert row.half is None and row.half_why == ""
+
+
+def phased(name, rates, waves):
+    """An engine whose 3 repeats have steady rates `rates` and, over the whole waves of each window, `waves`."""
+    e = halves(name, rates, rates)
+    for p, w in zip(e.points, waves, strict=True):
+        p.waves_steady_tok_s = w
+    return e
+
+
+def test_the_wave_phase_check_says_where_the_verdict_depends_on_how_its_windows_cut_the_waves(tmp_path):
+    a = phased("a", [100.0, 101.0, 99.0], [100.0, 101.0, 99.0])
+    (row,) = verdict.compare(phased("b", [90.0, 91.0, 89.0], [89.0, 91.0, 90.0]), a)  # 10% behind either way
+    assert row.waves.word == "slower" and not row.moved_with_phase and row.waves.lo_pct < row.gap.pct < row.waves.hi_pct
+    b = phased("b", [96.0, 96.5, 95.5], [90.0, 104.0, 97.0])  # 4% behind; over whole waves no significant difference
+    (row,) = verdict.compare(b, a)
+    assert row.gap.word == "slower" and row.waves.word == "no significant difference" and row.moved_with_phase
+    md = (build_report([str(write_run(tmp_path, [a, b]))], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
+    assert "steady windows over whole waves (fixed lengths): gap % [95%]" in md and ": the verdict's word differs" in md
+    assert "Wave-phase check: the verdict depends on where its steady windows cut the waves at b c=1 (-4.0% [" in md
+    assert ("Not yet verdicts that hold: at b c=1 it depends on where the steady windows cut the waves (wave-phase "
+            "check) (Verdict, below).") in md  # said in the answer too
+
+
+def test_the_wave_phase_check_says_why_it_cannot_be_made_and_holds_where_it_agrees(tmp_path):
+    a = phased("a", [100.0, 101.0, 99.0], [100.0, 101.0, 99.0])
+    b = phased("b", [90.0, 91.0, 89.0], [90.0, None, 90.0])  # a run before session 25, or a window without a wave
+    (row,) = verdict.compare(b, a)
+    assert row.waves is None and row.waves_why.startswith("a repeat has less than one whole wave in its steady window")
+    b.points[1] = mser_point(0, 1, 91.0, 0.0, no_steady="MSER-5's minimum lies in the second half")
+    (row,) = verdict.compare(b, a)  # a whole-point verdict: nothing to narrow
+    assert row.waves is None and row.waves_why == ""
+    agree = phased("b", [90.0, 91.0, 89.0], [89.0, 91.0, 90.0])
+    md = (build_report([str(write_run(tmp_path, [a, agree]))], str(tmp_path / "r"), baseline="a")
+          / "report.md").read_text()
+    assert "Wave-phase check: at every fixed-length row checked (1 of 1) the same steady windows" in md

@@ -162,6 +162,33 @@ def first_half(records: Sequence[RequestRecord], concurrency: int | None) -> tup
     return (st.output_throughput, None) if st else (None, why)
 
 
+def wave_edges(records: Sequence[RequestRecord], c: int | None) -> list[float]:
+    """The wave boundaries of a closed loop of concurrency c, s from the point's start: 0, then the c-th, 2c-th, ...
+    completion (wave j runs from the (j-1)c-th completion to the jc-th). [] for an open loop."""
+    fin = sorted(f for r in records if (f := _finish_s(r)) is not None)
+    return [0.0] + [fin[j * c - 1] for j in range(1, len(fin) // c + 1)] if c else []
+
+
+def whole_waves(records: Sequence[RequestRecord], c: int | None, start_s: float, end_s: float
+                ) -> tuple[float, float, float] | None:
+    """[start_s, end_s] narrowed to the whole waves inside it: (from s, to s, output tok/s), or None with less than
+    one whole wave. With fixed lengths in a closed loop the rate rises and falls once a wave (prefill, then decode),
+    so a window that starts or ends inside a wave weighs that wave's phase; this figure does not (the report's
+    wave-phase check, analysis/verdict.py)."""
+    inside = [e for e in wave_edges(records, c) if start_s <= e <= end_s]
+    if len(inside) < 2:
+        return None
+    a, b = inside[0], inside[-1]
+    return a, b, tokens_between(records, a, b) / (b - a)
+
+
+def waves_rate(records: Sequence[RequestRecord], c: int | None, st: Steady | None) -> float | None:
+    """The steady window narrowed to its whole waves, output tok/s (PointResult.waves_steady_tok_s); None without a
+    steady window, in an open loop, or with less than one whole wave inside the window."""
+    got = whole_waves(records, c, st.start_s, st.end_s) if st is not None and c else None
+    return got[2] if got else None
+
+
 def _inside(records: Sequence[RequestRecord], start: float, end: float) -> Steady:
     """The window's token and request counts and the latency statistics of the requests inside it."""
     length = end - start

@@ -43,6 +43,13 @@ full-length gap lies outside that interval, the verdict moved with the point's l
 a repeat's first half has no steady state, the check cannot be made, and the report says why. The halves share
 their requests with the full points, so agreement is a necessary condition, not a proof of invariance
 (reports/h200-invariance measured 3- to 30-wave prefixes).
+
+Wave-phase check (steady-state verdicts with fixed lengths in a closed loop, whose requests move in waves): each
+steady window narrowed to the whole waves inside it (from its first wave boundary to its last; wave j ends at the jc-th
+completion; run.json's waves_steady_tok_s) gives a gap with its interval, as above. With fixed lengths the rate
+rises and falls once a wave, and the rule's windows start and end inside waves, so the figure weighs the phase
+of the waves they cut. Where the verdict's word differs over whole waves, the verdict depends on that phase, and
+the report says so (reports/h100-map-fixed: 10-wave points, the phase moved single points by -2.1% to +3.5%).
 """
 
 # two-sided 95%: t(0.975, df) for df = 1..30; beyond, the Cornish-Fisher expansion around z
@@ -236,6 +243,13 @@ class Row:
     whole: Gap | None = None  # the whole-point gap, beside a steady-state verdict (None when the verdict is whole-point)
     half: Gap | None = None  # the length check's gap on the points' first halves (METHOD); None: half_why says why
     half_why: str = ""
+    waves: Gap | None = None  # the wave-phase check's gap over whole waves (METHOD); None: waves_why says why
+    waves_why: str = ""
+
+    @property
+    def moved_with_phase(self) -> bool:
+        """Over whole waves the verdict's word differs (METHOD, wave-phase check)."""
+        return bool(self.waves and self.waves.lo_pct is not None and self.waves.word != self.gap.word)
 
     @property
     def moved_with_length(self) -> bool:
@@ -268,6 +282,7 @@ def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throug
                       gap(wa, wb, higher_is_better=better) if wa and wb else None)
             if both and better:
                 row.half, row.half_why = half_gap(cp[key], bp[key])
+                row.waves, row.waves_why = waves_gap(cp[key], bp[key])
             else:
                 row.half_why = "not checked: the verdict is on whole points" if better else ""
             rows.append(row)
@@ -294,6 +309,16 @@ def half_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None, 
             return None, "no first-half figure on file (a run before session 20; scripts/resteady.py --half adds it)"
     src = "steady-state rate (first half)"
     g = gap(from_values([p.half_steady_tok_s for p in cp], src), from_values([p.half_steady_tok_s for p in bp], src))
+    return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")
+
+
+def waves_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None, str]:
+    """The wave-phase check's gap on the steady windows narrowed to whole waves; or None and why it cannot be made."""
+    if any(p.waves_steady_tok_s is None for p in cp + bp):
+        return None, ("a repeat has less than one whole wave in its steady window, or no such figure on file (a run "
+                      "before session 25: scripts/resteady.py --waves adds it)")
+    src = "steady window over whole waves"
+    g = gap(from_values([p.waves_steady_tok_s for p in cp], src), from_values([p.waves_steady_tok_s for p in bp], src))
     return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")
 
 

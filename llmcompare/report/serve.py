@@ -59,14 +59,18 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
                 "are 95% intervals")
     kinds = {(lb, r.key): traffic_of(engines[lb].run, r.key) for lb, r in all_rows}
     tails = tail_latency(engines, baseline, figures, cross_machine)
+    waves = any(traffic.synchronized(k) for k in kinds.values())  # the wave-phase check's column, where it applies
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
                "from", "why this figure", "whole-point gap %", "interval", "first half of each point: gap % [95%]",
+               *(["steady windows over whole waves (fixed lengths): gap % [95%]"] if waves else []),
                "TTFT p99 difference %", "TPOT p99 difference %", "traffic"],
               [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(),
                 r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source, r.why,
                 r.whole.text() if r.whole else "(the verdict's)", r.candidate.method, _half_cell(r),
+                *([_waves_cell(r) if traffic.synchronized(kinds[(lb, r.key)]) else "–"] if waves else []),
                 *tails.get((lb, r.key), ("–", "–")), kinds[(lb, r.key)]] for lb, r in all_rows])
     length_note(doc, all_rows)
+    phase_note(doc, [(lb, r) for lb, r in all_rows if traffic.synchronized(kinds[(lb, r.key)])])
     open_loop_note(doc, all_rows, engines, baseline)
     if any(traffic.synchronized(k) for k in kinds.values()):
         doc.p("Rows marked synchronized are fixed lengths in a closed loop: the requests move in waves (they start, "
@@ -84,6 +88,29 @@ def _half_cell(r: verdict.Row) -> str:
     if r.half is None:
         return r.half_why or "–"
     return f"{r.half.text()} {r.half.word}" + (": the full-length gap lies outside it" if r.moved_with_length else "")
+
+
+def _waves_cell(r: verdict.Row) -> str:
+    if r.waves is None:
+        return r.waves_why or "not checked: the verdict is on whole points"
+    return f"{r.waves.text()} {r.waves.word}" + (": the verdict's word differs" if r.moved_with_phase else "")
+
+
+def phase_note(doc: Doc, rows: list) -> None:
+    """What the wave-phase check (verdict.METHOD) found over the synchronized rows."""
+    checked = [(lb, r) for lb, r in rows if r.waves is not None]
+    if not checked:
+        return
+    moved = [f"{lb} {r.key.label} ({r.gap.text()} {r.gap.word}; over whole waves {r.waves.text()} {r.waves.word})"
+             for lb, r in checked if r.moved_with_phase]
+    if moved:
+        doc.p("Wave-phase check: the verdict depends on where its steady windows cut the waves at " + "; ".join(moved)
+              + ". With fixed lengths the rate rises and falls once a wave; narrowed to the whole waves inside them, "
+              "the same windows give another verdict, so these rows are not verdicts that hold: more waves a point "
+              "are needed.")
+    else:
+        doc.p(f"Wave-phase check: at every fixed-length row checked ({len(checked)} of {len(rows)}) the same steady "
+              "windows narrowed to the whole waves inside them give the same verdict.")
 
 
 def length_note(doc: Doc, rows: list) -> None:

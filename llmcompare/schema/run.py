@@ -235,6 +235,11 @@ class PointResult:
     # before session 20; scripts/resteady.py --half adds them)
     half_steady_tok_s: float | None = None
     half_no_steady: str | None = None
+    # the wave-phase check (analysis/verdict.py): the steady window narrowed to the whole waves inside it, output
+    # tok/s (analysis/steady.whole_waves; closed loop; None: open loop, no steady window, less than one whole wave,
+    # or files before session 25: scripts/resteady.py --waves adds it). Read only for fixed lengths, whose requests
+    # move in waves.
+    waves_steady_tok_s: float | None = None
     converge_stop: str | None = None  # load.converge: "converged" | "time up" | "requests used up"; None: not asked (or older files)
     # load.converge's live rule when it stopped the sending (serve/converge.py; None: it never did, or files before
     # session 24): s from the point's start, and its last check's batch-means relative half-width (a fraction; None:
