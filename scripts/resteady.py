@@ -5,7 +5,7 @@ measured before a change of that definition; a run's README says when it was app
 changes. With --half only the length check's first-half figures (PointResult.half_steady_tok_s, half_no_steady:
 files before session 20 lack them) are added, and the steady state is left as it is. With --waves only the
 wave-phase check's figure (PointResult.waves_steady_tok_s: the point's steady window as on file, narrowed to its
-whole waves; files before session 25 lack it) is added. A point without request lines (or without metrics) is
+whole waves; fixed lengths only; files before session 25 lack it) is added. A point without request lines (or without metrics) is
 left as it is in every mode.
 
   python scripts/resteady.py [--half | --waves] RUN_DIR [RUN_DIR...]
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from llmcompare.analysis import steady
+from llmcompare.analysis import steady, traffic
 from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run, write_json
 
@@ -39,7 +39,7 @@ def resteady(run_dir: str, half_only: bool = False, waves_only: bool = False) ->
                 p.no_steady = why or None
                 after = p.steady.output_throughput if p.steady else None
                 print(f"{what}: steady {before} -> {after}")
-            if not half_only:
+            if not half_only and traffic.fixed_lengths(run.scenario.get("workload", {})):  # requests in waves
                 p.waves_steady_tok_s = steady.waves_rate(recs, p.concurrency, p.steady)
                 print(f"{what}: over whole waves {p.waves_steady_tok_s}")
     write_json(Path(run.dir) / "run.json", run)

@@ -48,6 +48,15 @@ def test_waves_adds_the_whole_wave_rate_and_leaves_the_steady_window(tmp_path):
     assert p.steady.output_throughput == 123.0 and p.half_steady_tok_s is None  # nothing else rewritten
 
 
+def test_waves_leaves_variable_lengths_alone(tmp_path):
+    d = synchronized_run(tmp_path, (2 * WAVE_S + 0.7, (WAVES - 1) * WAVE_S))
+    run = json.loads((d / "run.json").read_text())
+    run["scenario"]["workload"] = {"dataset": "synthetic-sharegpt"}  # lengths vary: no waves to narrow to
+    (d / "run.json").write_text(json.dumps(run))
+    _resteady()(str(d), waves_only=True)
+    assert load_run(d).engines["e"].points[0].waves_steady_tok_s is None
+
+
 def test_half_and_waves_together_are_refused(tmp_path):
     d = synchronized_run(tmp_path, (0.0, (WAVES - 1) * WAVE_S))
     r = subprocess.run([sys.executable, str(ROOT / "scripts/resteady.py"), "--half", "--waves", str(d)],

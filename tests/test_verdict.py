@@ -322,3 +322,21 @@ def test_the_wave_phase_check_says_why_it_cannot_be_made_and_holds_where_it_agre
     md = (build_report([str(write_run(tmp_path, [a, agree]))], str(tmp_path / "r"), baseline="a")
           / "report.md").read_text()
     assert "Wave-phase check: at every fixed-length row checked (1 of 1) the same steady windows" in md
+
+
+def test_a_crossover_resting_on_a_verdict_that_does_not_hold_says_so(tmp_path):
+    """b is 20% ahead at c=1 over whole waves too, and 4% behind at c=8 only by the rule's windows: the win map's
+    crossover and the answer say that its c=8 side does not hold yet (reports/h100-map-fixed at c=256)."""
+    def two(name, rates1, waves1, rates8, waves8):
+        e = phased(name, rates1, waves1)
+        for r, (v, w) in enumerate(zip(rates8, waves8, strict=True)):
+            p = dataclasses.replace(mser_point(1, r, v, v), concurrency=8, waves_steady_tok_s=w)
+            p.steady = dataclasses.replace(p.steady, warmup_s=20.0, end_reason="last send", rel_halfwidth=0.01,
+                                           target_rel_halfwidth=0.02, converged=True)
+            e.points.append(p)
+        return e
+    a = two("a", [100.0, 101.0, 99.0], [100.0, 101.0, 99.0], [100.0, 101.0, 99.0], [100.0, 101.0, 99.0])
+    b = two("b", [120.0, 121.0, 119.0], [120.0, 121.0, 119.0], [96.0, 96.5, 95.5], [90.0, 104.0, 97.0])
+    md = (build_report([str(write_run(tmp_path, [a, b]))], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
+    assert "; not yet a verdict that holds at c=8 (wave-phase check))" in md  # the win map's sentence
+    assert "at 1 place (1 of them on a verdict that does not hold yet)" in md  # the answer's

@@ -21,10 +21,16 @@ SYNCHRONIZED = "synchronized"  # the label's first word for fixed lengths in a c
 FIXED_LENGTH_DATASETS = ("random", "shared-prefix")  # every prompt the same length; outputs too with ignore_eos
 
 
+def fixed_lengths(workload: dict) -> bool:
+    """Every request the same prompt and output length; workload: the run's scenario["workload"] (defaults:
+    schema/scenario.Workload)."""
+    return workload.get("dataset", "random") in FIXED_LENGTH_DATASETS and workload.get("ignore_eos", True)
+
+
 def label(workload: dict, burstiness: float, key: LoadKey) -> str:
     """'synchronized (fixed lengths, closed loop)', 'variable lengths, closed loop', or 'open loop, Poisson
     arrivals' (and the lengths); workload: the run's scenario["workload"] (defaults: schema/scenario.Workload)."""
-    fixed = workload.get("dataset", "random") in FIXED_LENGTH_DATASETS and workload.get("ignore_eos", True)
+    fixed = fixed_lengths(workload)
     lengths = "fixed lengths" if fixed else "variable lengths"
     if key.concurrency is not None:
         return f"{SYNCHRONIZED} ({lengths}, closed loop)" if fixed else f"{lengths}, closed loop"

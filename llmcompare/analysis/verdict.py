@@ -316,7 +316,7 @@ def waves_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None,
     """The wave-phase check's gap on the steady windows narrowed to whole waves; or None and why it cannot be made."""
     if any(p.waves_steady_tok_s is None for p in cp + bp):
         return None, ("a repeat has less than one whole wave in its steady window, or no such figure on file (a run "
-                      "before session 25: scripts/resteady.py --waves adds it)")
+                      "before session 25: scripts/resteady.py --waves adds it; variable lengths: none)")
     src = "steady window over whole waves"
     g = gap(from_values([p.waves_steady_tok_s for p in cp], src), from_values([p.waves_steady_tok_s for p in bp], src))
     return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")

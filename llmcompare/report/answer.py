@@ -122,8 +122,11 @@ def crossover_sentence(recs: dict, figures: str, cross_machine: bool = False) ->
         for b in names[i + 1:]:
             rows = verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)
             if len(rows) > 1:  # a winner can change only between two cells
-                n = len(win_map.crossovers(win_map.win_map(a, b, rows))[0])
-                (said if n else never).append(f"{a} against {b}" + (f" at {n} place{'s' * (n > 1)}" if n else ""))
+                sig = win_map.crossovers(win_map.win_map(a, b, rows))[0]
+                n, weak = len(sig), sum(bool(win_map.not_holding(x)) for x in sig)
+                (said if n else never).append(f"{a} against {b}" + (f" at {n} place{'s' * (n > 1)}" if n else "")
+                                              + (f" ({weak} of them on a verdict that does not hold yet)" if weak
+                                                 else ""))
     if not said and not never:
         return None
     out = ("The winner changes between adjacent cells (significant on both sides: the black lines of the win map) "

@@ -94,11 +94,18 @@ def _where(x: Crossover) -> str:
     return f"between {k1.workload_label} and {k2.workload_label} at {k1.load_label}"
 
 
+def not_holding(x: Crossover) -> list[str]:
+    """The sides of a crossover whose verdict does not hold yet (the length or wave-phase check: verdict.METHOD)."""
+    return [f"{r.key.label} ({'length check' if r.moved_with_length else 'wave-phase check'})"
+            for r in (x.before, x.after) if r.moved_with_length or r.moved_with_phase]
+
+
 def crossover_sentence(wm: WinMap, sig: list[Crossover], loose: list[Crossover]) -> str:
     a, b = wm.first, wm.second
     if sig:
         parts = [f"{_where(x)} ({a} {x.before.gap.word} {x.before.gap.text()} -> {x.after.gap.word} "
-                 f"{x.after.gap.text()})" for x in sig]
+                 f"{x.after.gap.text()}" + (f"; not yet a verdict that holds at {', '.join(no)}" if (no := not_holding(x))
+                                           else "") + ")" for x in sig]
         out = f"{a} against {b}: the winner changes " + "; ".join(parts) + "."
     else:
         words = {r.gap.word for r in wm.cells.values() if _signed(r)}

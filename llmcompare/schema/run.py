@@ -236,9 +236,8 @@ class PointResult:
     half_steady_tok_s: float | None = None
     half_no_steady: str | None = None
     # the wave-phase check (analysis/verdict.py): the steady window narrowed to the whole waves inside it, output
-    # tok/s (analysis/steady.whole_waves; closed loop; None: open loop, no steady window, less than one whole wave,
-    # or files before session 25: scripts/resteady.py --waves adds it). Read only for fixed lengths, whose requests
-    # move in waves.
+    # tok/s (analysis/steady.whole_waves; fixed lengths in a closed loop, whose requests move in waves; None: other
+    # traffic, no steady window, less than one whole wave, or files before session 25: resteady.py --waves adds it)
     waves_steady_tok_s: float | None = None
     converge_stop: str | None = None  # load.converge: "converged" | "time up" | "requests used up"; None: not asked (or older files)
     # load.converge's live rule when it stopped the sending (serve/converge.py; None: it never did, or files before

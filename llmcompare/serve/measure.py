@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 import numpy as np
 
-from llmcompare.analysis import agreement, metrics, steady, trust
+from llmcompare.analysis import agreement, metrics, steady, traffic, trust
 from llmcompare.engines import prefix_cache, registry
 from llmcompare.engines.server import ServerError
 from llmcompare.errors import ScenarioError
@@ -241,7 +241,8 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     res.steady, why = steady.find(pr.records, res.concurrency, cv.rel_halfwidth if cv else steady.DEFAULT_TARGET)
     res.no_steady = why or None
     res.half_steady_tok_s, res.half_no_steady = steady.first_half(pr.records, res.concurrency)
-    res.waves_steady_tok_s = steady.waves_rate(pr.records, res.concurrency, res.steady)
+    if traffic.fixed_lengths({"dataset": b.s.workload.dataset, "ignore_eos": b.s.workload.ignore_eos}):
+        res.waves_steady_tok_s = steady.waves_rate(pr.records, res.concurrency, res.steady)  # requests in waves
     if cv is not None:  # it stopped when converged, or ran out of time (or of its max_s worth of requests)
         res.converge_stop = pr.converge_stop or "requests used up"  # every planned request sent before max_s
     res.client = {**pr.client_health(), "idle_floor_ms": floor, "workers": b.workers}
