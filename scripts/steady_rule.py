@@ -102,7 +102,7 @@ def main(out: str, dirs: list[str]) -> None:
              "(where their chunks arrived) / its length. 'The window's whole waves': the steady window narrowed to the "
              "whole waves inside it (first wave boundary at or after its start to the last at or before its end), "
              "for fixed lengths in a closed loop only, beside how far the steady figure lies from it: a window that "
-             "cuts a wave weighs that wave's phase (a diagnostic, not the rule). 's': the point's length, first send "
+             "cuts a wave weighs that wave's phase (the report's wave-phase check; not the rule). 's': the point's length, first send "
              "to last finish.", ""]
     body: list[str] = []
     tally: dict[str, int] = {}
