@@ -188,14 +188,12 @@ def traffic_sentence(run, rows) -> str | None:
             "realistic traffic with varying lengths or arrivals at a rate.")
 
 
-def checks_sentence(run, pairs: list) -> str | None:
+def checks_sentence(pairs: list) -> str | None:
     """pairs: (engine label, verdict.Row). The rows whose verdict moved with the point's length (the length check)
-    or, with fixed lengths in a closed loop, with where its steady windows cut the waves (the wave-phase check:
-    verdict.METHOD), when any did: those words above are not yet verdicts that hold."""
-    wl, burst = run.scenario.get("workload", {}), run.scenario.get("load", {}).get("burstiness", 1.0)
+    or with where its steady windows cut the waves (the wave-phase check, which only fixed-length points carry a
+    figure for: verdict.METHOD), when any did: those words above are not yet verdicts that hold."""
     length = [f"{lb} {r.key.label}" for lb, r in pairs if r.moved_with_length]
-    phase = [f"{lb} {r.key.label}" for lb, r in pairs
-             if r.moved_with_phase and traffic.synchronized(traffic.label(wl, burst, r.key))]
+    phase = [f"{lb} {r.key.label}" for lb, r in pairs if r.moved_with_phase]
     parts = ([f"at {listed(length)} it moved with the point's length (length check)"] if length else []) + \
         ([f"at {listed(phase)} it depends on where the steady windows cut the waves (wave-phase check)"] if phase
          else [])
@@ -247,7 +245,7 @@ def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_sai
         said.append(sureness_sentence(rows, engines))
         if t := traffic_sentence(engines[baseline].run, rows):
             said.append(t)
-        if t := checks_sentence(engines[baseline].run, pairs):
+        if t := checks_sentence(pairs):
             said.append(t)
         if t := open_loop_sentence(pairs, recs, baseline):
             said.append(t)

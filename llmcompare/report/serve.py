@@ -59,7 +59,7 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
                 "are 95% intervals")
     kinds = {(lb, r.key): traffic_of(engines[lb].run, r.key) for lb, r in all_rows}
     tails = tail_latency(engines, baseline, figures, cross_machine)
-    waves = any(traffic.synchronized(k) for k in kinds.values())  # the wave-phase check's column, where it applies
+    waves = any(traffic.synchronized(k) for k in kinds.values())  # fixed-length rows: the wave-phase check's column
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
                "from", "why this figure", "whole-point gap %", "interval", "first half of each point: gap % [95%]",
                *(["steady windows over whole waves (fixed lengths): gap % [95%]"] if waves else []),
@@ -72,7 +72,7 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     length_note(doc, all_rows)
     phase_note(doc, [(lb, r) for lb, r in all_rows if traffic.synchronized(kinds[(lb, r.key)])])
     open_loop_note(doc, all_rows, engines, baseline)
-    if any(traffic.synchronized(k) for k in kinds.values()):
+    if waves:
         doc.p("Rows marked synchronized are fixed lengths in a closed loop: the requests move in waves (they start, "
               "prefill, decode and finish together; the per-second chart shows the waves), so their figures depend "
               "on the first wave and on how the point's length cuts the waves. They are not a verdict on realistic "
