@@ -132,3 +132,14 @@ def test_modules_the_bundle_carried_are_not_sent_back(tmp_path):
     new.mkdir()
     (new / "sgl_kernel_jit_b.so").write_text("elf")
     assert "JIT modules packed: 2" in bg("wait", "1")
+
+
+@pytest.mark.parametrize("path", CAMPAIGNS, ids=lambda p: p.name)
+def test_env_variables_are_set_before_use(path):
+    """background.sh runs each line in a bare `bash -c`: a $LLMC_ variable on it is empty unless the line sources
+    env.sh before using it (h200.sh sources env.sh itself, too late for its own arguments)."""
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if line.lstrip().startswith("#") or "$LLMC_" not in line:
+            continue
+        first_use = line.index("$LLMC_")
+        assert "source /tmp/llmc/env.sh" in line[:first_use], f"{path.name}:{lineno}: $LLMC_ used before env.sh"
