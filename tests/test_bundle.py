@@ -35,6 +35,16 @@ def test_sglang_keeps_what_its_source_imports_of_the_excluded():
     assert plan.drop_table(False) == bundle.DROP
 
 
+def test_sglang_carries_its_own_transformers_over_the_hosts():
+    """On an H100 (session 26) SGLang 0.5.15 did not start with the host's transformers 5.17.0 (its qwen3_asr config
+    clashes); it started with its pinned 5.12.1 and tokenizers 0.22.2 in its own site. vLLM keeps the host's."""
+    host = {bundle.norm(n) for n in ("torch", "transformers", "tokenizers", "huggingface-hub")}
+    reqs = [("sglang", "0.5.15"), ("transformers", "5.12.1"), ("tokenizers", "0.22.2"), ("huggingface-hub", "1.33.0")]
+    assert bundle.keep(reqs, host, "sglang") == [("sglang", "0.5.15"), ("transformers", "5.12.1"),
+                                                ("tokenizers", "0.22.2")]
+    assert bundle.keep(reqs, host, "vllm") == [("sglang", "0.5.15")]
+
+
 def test_sglang_carries_no_cuda_compiler_wheels():
     """The first real build (2026-12-04) carried nvcc 13.4.92's wheels (~150 MB, tileiras included) for SGLang's JIT
     kernels; tvm-ffi never looks for nvcc in a site folder, and those wheels have no cuda_runtime.h: the host's

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from llmcompare import scenario
+from llmcompare.engines.launch import arg_max_len
 from llmcompare.scenario.overrides import parse_set
+from llmcompare.serve.context_length import check_lengths
 from llmcompare.serve.preflight import chosen_engines
+from llmcompare.workload.prompts import Prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGNS = sorted((ROOT / "scripts/gpu").glob("*campaign*.txt"))
@@ -48,7 +51,10 @@ def test_every_serve_line_loads(path):
         where = f"{path.name}:{lineno}"
         assert engines, f"{where}: no engine named"
         s = scenario.load(name, {**parse_set(sets), "output_dir": "/tmp/llmc/runs"})
-        chosen_engines(s, engines)  # an engine the scenario lacks is an error naming the valid ones
+        chosen = chosen_engines(s, engines)  # an engine the scenario lacks is an error naming the valid ones
+        if s.workload.dataset in ("random", "shared-prefix", "synthetic-sharegpt"):  # no file, no tokenizer read
+            for _, e in chosen:  # every request fits each engine's context, less what the engine keeps (SGLang: 2)
+                check_lengths(e, *arg_max_len(e), s, Prompts(s.workload, None))
 
 
 def test_parse_serve_reads_a_campaign_line():

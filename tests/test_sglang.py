@@ -147,3 +147,29 @@ def test_its_prefix_cache_counters_give_the_hit_rate():
     assert before == {"queries": 100.0, "hits": 0.0} and after == {"queries": 500.0, "hits": 200.0}
     pc = prefix_cache.delta(before, after)
     assert pc.reported and pc.queries_tokens == 400 and pc.hits_tokens == 200 and pc.hit_rate == 0.5
+
+
+def test_two_tokens_of_its_context_are_refused_before_it_starts():
+    """SGLang 0.5.15 serves a request at most context - 2 tokens (CONTEXT_RESERVE: its scheduler caps max_new_tokens
+    at context_len - 1 - prompt - 1). On an H100 (session 26, reports/h100-sglang) every ShareGPT-like request with
+    prompt + output = --context-length 2048 came back 2 tokens short. The check before the start says so."""
+    from llmcompare.schema.scenario import Workload
+    from llmcompare.serve.context_length import check_lengths
+    from llmcompare.workload.prompts import Prompts
+
+    class S:  # the two fields check_lengths reads of a scenario
+        workload = Workload(dataset="synthetic-sharegpt", max_total_len=2048)
+
+    prompts = Prompts(S.workload, None)  # synthetic lengths: no tokenizer is read for the longest request
+    e = Engine(name="sgl", kind="sglang", args=["--context-length", "2048"])
+    with pytest.raises(ScenarioError) as err:
+        check_lengths(e, *launch.arg_max_len(e), S, prompts)
+    assert str(err.value) == (
+        "engines[sgl]: a request needs 2048 tokens (prompt + output) and the engine accepts 2046 (its --context-length "
+        "argument says 2048, and sglang keeps 2 of them: engines/sglang.py); raise its context length (to 2050) or "
+        "shorten workload.input_len/output_len/max_total_len")
+    e.args = ["--context-length", "2050"]
+    check_lengths(e, *launch.arg_max_len(e), S, prompts)  # fits
+    v = Engine(name="v", kind="vllm", args=["--max-model-len", "2048"])
+    check_lengths(v, *launch.arg_max_len(v), S, prompts)  # vLLM serves all 2048 (reserve 0)
+    assert registry.kind("vllm").context_reserve == 0 and registry.kind("lmdeploy").context_reserve == 0

@@ -66,6 +66,7 @@ class EngineKind:
     instrumented: Callable[[dict[str, str], str | None], str | None] | None = None
     max_port: int = 65535  # the highest port llmcompare picks for it (SGLang: its gRPC port is port + 10000)
     on_cpu: Callable[[list[str]], bool] | None = None  # its args ask for its CPU backend whatever its torch build
+    context_reserve: int = 0  # tokens of its context length that no request can use (SGLang: 2)
 
 
 ENGINES: dict[str, EngineKind] = {
@@ -87,7 +88,7 @@ ENGINES: dict[str, EngineKind] = {
                          rough_startup_s=120.0, environments=sglang.ENVIRONMENTS, quant_flag="--quantization",
                          awq_values=sglang.AWQ_METHODS, memory_flag="--mem-fraction-static",
                          predict_kernel=sglang.predict_kernel, max_port=sglang.MAX_PORT,
-                         on_cpu=sglang.on_cpu),
+                         on_cpu=sglang.on_cpu, context_reserve=sglang.CONTEXT_RESERVE),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 

@@ -68,6 +68,11 @@ AWQ_METHODS = ("awq", "marlin", "awq_marlin")
 # 65535 is a ValueError at start-up (seen on this machine: port 57255 -> "SGLANG_GRPC_PORT (67255) must be between
 # 1 and 65535"), so the port llmcompare picks for it is at most 55535
 MAX_PORT = 65535 - 10000
+# srt/managers/scheduler.py `init_req_max_new_tokens`: max_new_tokens = min(asked, max_req_len - prompt - 1), with
+# max_req_len = context_len - 1 (srt/managers/tp_worker.py): a request may have at most context_len - 2 tokens of
+# prompt and output. One asking for more is served, silently 1-2 tokens short (seen on an H100, session 26: every
+# ShareGPT-like request with prompt + output = --context-length 2048 received 2 tokens fewer than asked).
+CONTEXT_RESERVE = 2
 MARLIN_GROUPS = (-1, 32, 64, 128)  # srt/layers/quantization/marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from llmcompare.engines.launch import arg_max_len
+from llmcompare.engines.registry import kind
 from llmcompare.engines.server import http_get
 from llmcompare.errors import ScenarioError
 from llmcompare.schema.scenario import Engine, Scenario
@@ -32,8 +33,13 @@ def check_lengths(e: Engine, limit: int | None, source: str | None, s: Scenario,
     if limit is None:
         return
     longest = prompts.longest()  # per dataset kind (workload.Prompts)
-    if longest > limit:
+    reserve = kind(e.kind).context_reserve  # registry: tokens of the context no request can use
+    usable = limit - reserve
+    if longest > usable:
+        accepts = (f"{usable} ({source} says {limit}, and {e.kind} keeps {reserve} of them: engines/{e.kind}.py)"
+                   if reserve else f"{limit} ({source})")
         raise ScenarioError(
-            f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {limit} "
-            f"({source}); raise its context length or shorten workload.input_len/output_len"
-            + ("/prefix_len" if s.workload.dataset == "shared-prefix" else ""))
+            f"engines[{e.name}]: a request needs {longest} tokens (prompt + output) and the engine accepts {accepts}; "
+            f"raise its context length (to {longest + reserve}) or shorten workload.input_len/output_len"
+            + ("/prefix_len" if s.workload.dataset == "shared-prefix" else "")
+            + ("/max_total_len" if s.workload.dataset == "synthetic-sharegpt" else ""))

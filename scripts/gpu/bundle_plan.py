@@ -35,6 +35,14 @@ EXCLUDE = {
 KEEP = {
     "sglang": {"flashinfer-python"},
 }
+# What one engine pins at a version other than the host image's, carried in its own site folder (first on its
+# PYTHONPATH) although the host has the package. SGLang 0.5.15 pins transformers==5.12.1; with the host's 5.17.0 its
+# server does not start: `AutoConfig.register("qwen3_asr", ...)` (srt/configs/qwen3_asr.py) raises "'qwen3_asr' is
+# already used by a Transformers config" (H100, session 26). transformers 5.12.1 wants tokenizers<=0.23.0; the
+# host has 0.23.2.
+OVER_HOST = {
+    "sglang": {"transformers", "tokenizers"},
+}
 DROP = {  # paths in an engine's site folder that are not needed to serve or to time kernels
     "vllm": ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/third_party/deep_gemm", "vllm/third_party/fmha_sm100",
              "bin/vllm-rs*"],
@@ -49,9 +57,12 @@ WITHOUT_FA3 = ["sgl_kernel/flash_ops.abi3.so"]
 
 
 def keep(reqs: list[tuple[str, str]], host: set[str], engine: str = "") -> list[tuple[str, str]]:
-    """What of an engine's requirements is carried: not the host's, not EXCLUDE (but what KEEP gives it back)."""
+    """What of an engine's requirements is carried: not the host's (but what OVER_HOST gives it back), not EXCLUDE
+    (but what KEEP gives it back)."""
     out = EXCLUDE - KEEP.get(engine, set())
-    return [(n, v) for n, v in reqs if norm(n) not in host and norm(n) not in out and "+host" not in v]
+    own = OVER_HOST.get(engine, set())
+    return [(n, v) for n, v in reqs
+            if (norm(n) not in host or norm(n) in own) and norm(n) not in out and "+host" not in v]
 
 
 def drop_table(without_fa3: bool = False) -> dict[str, list[str]]:
