@@ -81,7 +81,7 @@ ENGINES: dict[str, EngineKind] = {
                            prefix_cache_flags=lmdeploy.LMDEPLOY_PREFIX, rough_startup_s=30.0,
                            environments=lmdeploy.ENVIRONMENTS, quant_flag="--model-format", awq_values=("awq",),
                            predict_kernel=lmdeploy.predict_kernel, instrumented=lmdeploy.gemm_verbose_env),
-    # start-up not yet timed on a GPU: a guess from its CUDA graph capture and the JIT Marlin's first nvcc build
+    # start-up on an H100 (session 26): 93 s first (JIT modules compiled), then 49-50 s; the guess stays above both
     "sglang": EngineKind("sglang", sglang.sglang_command, sglang.sglang_log, cli_module=sglang.CLI_MODULE,
                          console=sglang.CONSOLE, sampling=GREEDY, max_len_flag="--context-length",
                          tp_flags=("--tp-size", "--tensor-parallel-size"), prefix_cache_flags=sglang.SGLANG_PREFIX,

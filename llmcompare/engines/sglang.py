@@ -2,7 +2,8 @@
 it chose, and the int4 GEMM it will run for an AWQ model.
 
 Read from sglang 0.5.15's own source (the PyPI wheel sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl,
-2026-12-04); nothing of SGLang has run on a GPU for llmcompare yet.
+2026-12-04). Its first GPU run (an H100, 2026-12-06: reports/h100-sglang) printed the kernel line below and showed
+CONTEXT_RESERVE.
 
 Flags (srt/server_args.py, ServerArgs: each field's flag is its name with dashes, plus `aliases`): --model-path
 (alias --model), --tokenizer-path, --served-model-name, --host, --port, --context-length, --mem-fraction-static,
