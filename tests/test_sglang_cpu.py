@@ -108,3 +108,26 @@ def test_a_request_in_its_last_two_tokens_of_context_is_refused_before_it_starts
     assert ("a request needs 80 tokens (prompt + output) and the engine accepts 79 (its --context-length argument "
             "says 81, and sglang keeps 2 of them") in p.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_profiled_pass_names_its_scheduler_and_keeps_its_trace(tmp_path, sglang_py, tiny_model, cli):
+    # the capture hook in every Python process of a real SGLang server: the scheduler (which runs the model) is
+    # named by its process title (engines/sglang.py PROCESS_ROLES), and its trace holds the model's CPU ops
+    f = scenario(tmp_path, sglang_py, tiny_model)
+    s = yaml.safe_load(f.read_text())
+    s["workload"].update(num_prompts=12, output_len=32)
+    s["load"] = {"concurrency": [3], "warmup_requests": 1, "max_attempts": 1}
+    s["profile"] = {"points": [3], "seconds": 1.0, "waves": 8}
+    f.write_text(yaml.safe_dump(s))
+    p = subprocess.run([*cli, "serve-bench", str(f)], capture_output=True, text=True, timeout=900)
+    assert p.returncode in (0, 4), p.stderr[-3000:]
+    (d,) = (tmp_path / "runs").iterdir()
+    (prof,) = json.loads((d / "run.json").read_text())["engines"]["sglang-cpu"]["profiles"]
+    assert prof["status"] == "complete", prof
+    roles = {t["role"]: t for t in prof["traces"]}
+    assert roles["scheduler"]["title"] == "sglang::scheduler" and roles["detokenizer"]["title"] == "sglang::detokenizer"
+    assert "sglang.launch_server" in roles["api-server"]["title"]
+    assert all(t["file"] and t["error"] is None for t in prof["traces"]), prof["traces"]
+    # the model ran in the scheduler: its trace is the big one (on an H100 56 MB against 10 kB for the others)
+    assert roles["scheduler"]["json_bytes"] > 10 * max(roles["detokenizer"]["json_bytes"], roles["api-server"]["json_bytes"])
+    assert "other" not in roles

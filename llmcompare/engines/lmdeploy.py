@@ -45,6 +45,9 @@ def lmdeploy_log(text: str) -> LogFacts:
     return gemm_facts(facts, turbomind_log.summarize(text.splitlines()))
 
 
+# its processes' titles: one process, its command line (`lmdeploy serve api_server MODEL ...`), which also runs
+# TurboMind (profiled passes on the H200 and H100: reports/h100-sglang-c64)
+PROCESS_ROLES = (("api_server", "api-server"), (" serve", "api-server"))
 LMDEPLOY_PREFIX = {"on": ["--enable-prefix-caching"], "off": []}
 
 

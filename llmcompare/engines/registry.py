@@ -67,6 +67,9 @@ class EngineKind:
     max_port: int = 65535  # the highest port llmcompare picks for it (SGLang: its gRPC port is port + 10000)
     on_cpu: Callable[[list[str]], bool] | None = None  # its args ask for its CPU backend whatever its torch build
     context_reserve: int = 0  # tokens of its context length that no request can use (SGLang: 2)
+    # (lower-case piece of a process title, the role it names in a profiled pass); the first match wins, and a
+    # title that matches none is "other" (profile records only: the pass analyses every process's trace either way)
+    process_roles: tuple[tuple[str, str], ...] = ()
 
 
 ENGINES: dict[str, EngineKind] = {
@@ -74,13 +77,15 @@ ENGINES: dict[str, EngineKind] = {
                        sampling=GREEDY, max_len_flag="--max-model-len", tp_flags=("--tensor-parallel-size", "-tp"),
                        prefix_cache_flags=vllm.VLLM_PREFIX, rough_startup_s=120.0, environments=vllm.ENVIRONMENTS,
                        quant_flag="--quantization", awq_values=vllm.AWQ_METHODS,
-                       memory_flag="--gpu-memory-utilization", predict_kernel=vllm.predict_kernel),
+                       memory_flag="--gpu-memory-utilization", predict_kernel=vllm.predict_kernel,
+                       process_roles=vllm.PROCESS_ROLES),
     "lmdeploy": EngineKind("lmdeploy", lmdeploy.lmdeploy_command, lmdeploy.lmdeploy_log, cli_module="lmdeploy",
                            console="lmdeploy", default_args={"--backend": "turbomind"}, gemm_backend="turbomind",
                            sampling=GREEDY, max_len_flag="--session-len", tp_flags=("--tp",),
                            prefix_cache_flags=lmdeploy.LMDEPLOY_PREFIX, rough_startup_s=30.0,
                            environments=lmdeploy.ENVIRONMENTS, quant_flag="--model-format", awq_values=("awq",),
-                           predict_kernel=lmdeploy.predict_kernel, instrumented=lmdeploy.gemm_verbose_env),
+                           predict_kernel=lmdeploy.predict_kernel, instrumented=lmdeploy.gemm_verbose_env,
+                           process_roles=lmdeploy.PROCESS_ROLES),
     # start-up on an H100 (session 26): 93 s first (JIT modules compiled), then 49-50 s; the guess stays above both
     "sglang": EngineKind("sglang", sglang.sglang_command, sglang.sglang_log, cli_module=sglang.CLI_MODULE,
                          console=sglang.CONSOLE, sampling=GREEDY, max_len_flag="--context-length",
@@ -88,7 +93,8 @@ ENGINES: dict[str, EngineKind] = {
                          rough_startup_s=120.0, environments=sglang.ENVIRONMENTS, quant_flag="--quantization",
                          awq_values=sglang.AWQ_METHODS, memory_flag="--mem-fraction-static",
                          predict_kernel=sglang.predict_kernel, max_port=sglang.MAX_PORT,
-                         on_cpu=sglang.on_cpu, context_reserve=sglang.CONTEXT_RESERVE),
+                         on_cpu=sglang.on_cpu, context_reserve=sglang.CONTEXT_RESERVE,
+                         process_roles=sglang.PROCESS_ROLES),
     "openai": EngineKind("", None, lambda text: LogFacts(), sampling=GREEDY),
 }
 

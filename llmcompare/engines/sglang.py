@@ -74,6 +74,12 @@ MAX_PORT = 65535 - 10000
 # prompt and output. One asking for more is served, silently 1-2 tokens short (seen on an H100, session 26: every
 # ShareGPT-like request with prompt + output = --context-length 2048 received 2 tokens fewer than asked).
 CONTEXT_RESERVE = 2
+# its processes' titles (setproctitle, srt/managers/scheduler.py `run_scheduler_process`; seen in a profiled pass
+# on an H100, reports/h100-sglang-c64): the server keeps its command line (`python -m sglang.launch_server ...`,
+# or `sglang serve`); the scheduler, which runs the model, is `sglang::scheduler` (with tensor parallelism
+# `sglang::scheduler_TP<rank>`); then `sglang::detokenizer` (and `sglang::detokenizer_router`)
+PROCESS_ROLES = (("sglang::scheduler", "scheduler"), ("sglang::detokenizer", "detokenizer"),
+                 ("launch_server", "api-server"), (" serve", "api-server"))
 MARLIN_GROUPS = (-1, 32, 64, 128)  # srt/layers/quantization/marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES
 
 

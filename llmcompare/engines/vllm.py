@@ -26,6 +26,10 @@ ENVIRONMENTS = {
                         remove_after_install=("torchvision", "torchaudio", "torchcodec"), add_dist_info="vllm"),
 }
 CLI_MODULE = "vllm.entrypoints.cli.main"  # what the `vllm` console script runs
+# its processes' titles (registry.EngineKind.process_roles): the API server keeps its command line (`... serve
+# MODEL`, or `python -m vllm.entrypoints.openai.api_server`); the engine core and its workers set their own
+PROCESS_ROLES = (("enginecore", "engine-core"), ("engine_core", "engine-core"), ("worker", "worker"),
+                 (" serve", "api-server"), ("api_server", "api-server"), ("openai", "api-server"))
 
 
 def vllm_command(e: Engine, prefix: list[str], model: str, port: int, tokenizer: str | None) -> list[str]:

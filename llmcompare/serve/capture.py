@@ -55,15 +55,10 @@ def hook_env(enabled: bool, work_dir: Path, engine_env: dict[str, str]) -> dict[
     return {"LLMC_PROFILE_DIR": str(work_dir), "PYTHONPATH": os.pathsep.join(p for p in (str(HOOK_DIR), rest) if p)}
 
 
-def role(title: str) -> str:
+def role(title: str, roles: tuple[tuple[str, str], ...]) -> str:
+    """The role a process title names (roles: the engine kind's process_roles, registry.py); "other" if none."""
     t = title.lower()
-    if "enginecore" in t or "engine_core" in t:
-        return "engine-core"
-    if "worker" in t:
-        return "worker"
-    if " serve" in t or "api_server" in t or "openai" in t:
-        return "api-server"
-    return "other"
+    return next((r for piece, r in roles if piece in t), "other")
 
 
 @dataclass
@@ -72,6 +67,7 @@ class Capture:
 
     dir: Path
     pgid: int
+    roles: tuple[tuple[str, str], ...] = ()  # the engine kind's process_roles (registry.py)
 
     def pids(self) -> list[int]:
         """Registered pids that are alive and still in the server's group."""
@@ -126,7 +122,7 @@ class Capture:
             meta = json.loads(meta_f.read_text())
             meta_f.unlink()  # the next pass (another point) waits for its own
             title = meta.get("title", "")
-            tf = TraceFile("", pid, role(title), title, meta.get("start_unix_s"), meta.get("end_unix_s"),
+            tf = TraceFile("", pid, role(title, self.roles), title, meta.get("start_unix_s"), meta.get("end_unix_s"),
                            cuda=meta.get("cuda"), error=meta.get("error"))
             if meta.get("trace"):
                 await asyncio.to_thread(_keep_trace, self.dir / meta["trace"],

@@ -90,7 +90,8 @@ def _serve(s: Scenario, rf: RunFile, e: Engine, model_path: str, prompts: Prompt
            repeats: list[int]) -> None:
     """One life of a launched server, running the repeats given."""
     with launched(s, rf, e, model_path) as (srv, name, facts):
-        cap = capture.Capture(rf.dir / f".{e.name}.capture", srv.proc.pid) if s.profile.points else None
+        cap = capture.Capture(rf.dir / f".{e.name}.capture", srv.proc.pid,
+                              registry.kind(e.kind).process_roles) if s.profile.points else None
         bench(s, rf, e, srv.base_url, name, prompts, camp.blocks, repeats, abort=srv.death,
                log_len=facts.max_model_len, camp=camp, cap=cap)
 
