@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Re-analyses the kept traces of saved serve-bench runs' profiled passes (llmcompare/profile/timeline.py with the current
-kernel classes, profile/kernel_class.py), and each window's prefill share from the pass's saved requests, and rewrites
-run.json (atomically); for runs captured before a change of either.
+kernel classes, profile/kernel_class.py), each window's prefill share from the pass's saved requests, and each
+trace's process role from its title (the engine kind's process_roles, engines/registry.py), and rewrites run.json
+(atomically); for runs captured before a change of any of them.
 A run's README says when it was applied. Nothing else in run.json changes.
 
   python scripts/reprofile.py RUN_DIR [RUN_DIR...] [--anchor SUBSTRING]
@@ -12,10 +13,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from llmcompare.engines import registry
 from llmcompare.profile.timeline import analyze
 from llmcompare.schema import request_lines
 from llmcompare.schema.files import load_run, write_json
-from llmcompare.serve.capture import set_window_phase
+from llmcompare.serve.capture import role, set_window_phase
 
 
 def reprofile(run_dir: str, anchor: str | None) -> None:
@@ -29,6 +31,9 @@ def reprofile(run_dir: str, anchor: str | None) -> None:
                 print(f"{name} {prof.label}: {prof.window_prefill_share} of the requests in flight mid-window "
                       "were before their first token")
             for t in prof.traces:
+                if (r := role(t.title, registry.kind(e.kind).process_roles)) != t.role:
+                    print(f"{name} {prof.label} pid {t.pid}: role {t.role} -> {r} ({t.title[:40]})")
+                    t.role = r
                 f = Path(run.dir) / t.file if t.file else None
                 if not f or not f.exists():
                     print(f"{name} {prof.label} pid {t.pid}: no trace file kept")

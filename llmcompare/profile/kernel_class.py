@@ -18,7 +18,8 @@ and cuBLAS / CUTLASS conventions):
   sampling    sampling and logits processing: `sampl`, `topk`, `top_k`, `top_p`, `argmax`, `softmax`, `multinomial`,
               `gumbel`
   norm_act    norms, activations, rotary, element-wise and reductions: `rms`, `norm`, `silu`, `act_and_mul`,
-              `rotary`, `rope`, `elementwise`, `vectorized`, `reduce`, `add_bias`, `fused_add`
+              `rotary`, `rope`, `elementwise`, `vectorized`, `reduce`, `add_bias`, `fused_add`; FlashInfer's
+              `flashinfer::norm::...` and `flashinfer::activation::...` (before attention's `flash`)
   copy        memory moves: `memcpy`, `memset`, `copy`, `cat`, `index`, `gather`, `scatter`, `fill`, `embedding`
 Inductor's fused Triton kernels (`triton_poi_fused_...`, `triton_red_...`, `triton_per_...`) are named after every
 op of the graph region they compute, custom ops whose outputs they read included (vLLM 0.26's
@@ -65,7 +66,13 @@ _TM_FP16 = re.compile(r"^(?!.*uint4)(?=.*(turbomind::gemm|gemm_kernel)).*(\bhalf
 _TM_INT4_SETUP = re.compile(r"turbomind::gemm::prepare_tma_descs", re.IGNORECASE)
 
 
-_COMPILED = [("int4_gemm", _TM_INT4_SETUP), ("gemm", _TM_FP16)] + [(c, re.compile("|".join(p), re.IGNORECASE)) for c, p in CLASSES.items()]
+# FlashInfer's norm and activation kernels carry its name, which the attention patterns' `flash` would take
+# (SGLang 0.5.15 on an H100, session 27: `flashinfer::norm::FusedAddRMSNormKernel<8u, __half>` and `RMSNormKernel`,
+# 0.17 ms a decode step, were counted as attention until this rule)
+_FLASHINFER_NORM_ACT = re.compile(r"flashinfer::(norm|activation)::", re.IGNORECASE)
+
+
+_COMPILED = [("int4_gemm", _TM_INT4_SETUP), ("gemm", _TM_FP16), ("norm_act", _FLASHINFER_NORM_ACT)] + [(c, re.compile("|".join(p), re.IGNORECASE)) for c, p in CLASSES.items()]
 
 
 _INDUCTOR_FUSED = re.compile(r"^triton_(poi|red|per)_", re.IGNORECASE)
