@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+import aiohttp
 import fakeserver
 import pytest
 import yaml
@@ -292,3 +293,53 @@ def test_a_worker_that_cannot_read_its_parent_says_why_before_it_exits(monkeypat
     monkeypatch.setattr(workers, "recv", broken)
     asyncio.run(workers._serve_jobs(Conn(), _req("http://127.0.0.1:1"), "asyncio"))
     assert sent == [("failed", "reading from the parent: OSError: [Errno 5] Input/output error")]
+
+
+def _late_death(after_s: float):
+    """abort() for a server whose connections are refused at once but whose death shows only after_s later (a
+    SIGKILLed server refuses connections before its exit can be read)."""
+    t0 = time.monotonic()
+    return lambda: "server gone" if time.monotonic() - t0 > after_s else None
+
+
+def test_requests_refused_before_the_servers_death_shows_are_cut_off_not_failures():
+    port = free_port("127.0.0.1")  # nothing listens: every request is refused at once, with no HTTP status
+
+    async def main():
+        with workers.WorkerPool(2, _req(f"http://127.0.0.1:{port}")) as pool:
+            await pool.idle_floors()
+            # the point starts START_AHEAD_S after the call; its 40 refusals take a few ms, its death shows later
+            return await pool.run_point(LoadKey(concurrency=4), _specs(40, 8),
+                                        abort=_late_death(workers.START_AHEAD_S + 0.1))
+
+    run = asyncio.run(main())
+    assert run.partial and run.abort_reason == "server gone"
+    assert run.records and all(r.cut_off and r.error.startswith("cut off: the engine died") for r in run.records)
+
+
+def test_in_process_requests_refused_before_the_servers_death_shows_are_cut_off():
+    port = free_port("127.0.0.1")
+
+    async def main():
+        async with aiohttp.ClientSession() as s:
+            return await loadgen.run_point(s, _req(f"http://127.0.0.1:{port}"), LoadKey(concurrency=4),
+                                           _specs(40, 8), abort=_late_death(0.3))
+
+    run = asyncio.run(main())
+    assert run.partial and run.abort_reason == "server gone"
+    assert run.records and all(r.cut_off for r in run.records) and len(run.records) <= 4  # then nothing more is sent
+
+
+def test_refused_requests_of_a_server_that_stays_up_are_its_failures_after_the_grace():
+    port = free_port("127.0.0.1")
+
+    async def main():
+        async with aiohttp.ClientSession() as s:
+            return await loadgen.run_point(s, _req(f"http://127.0.0.1:{port}"), LoadKey(concurrency=2),
+                                           _specs(4, 8), abort=lambda: None)
+
+    t = time.monotonic()
+    run = asyncio.run(main())
+    assert not run.partial and len(run.records) == 4
+    assert all(not r.success and not r.cut_off and r.status is None for r in run.records)
+    assert time.monotonic() - t >= 2 * loadgen.DEATH_GRACE_S  # two waves of 2, each waiting its grace

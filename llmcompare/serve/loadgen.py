@@ -30,6 +30,16 @@ from llmcompare.serve import converge
 from llmcompare.serve.client import completion_body, stream_completion
 
 STOP_GRACE_S = 2.0  # after a stop, how long requests in flight get to fail and be recorded as cut off
+# A request that failed without an HTTP answer (refused, reset, its stream cut short) may be the server dying: a
+# SIGKILLed server refuses connections some milliseconds before its exit can be read, and a closed loop can fail
+# every request it has left in that time (CI, session 27: a point of 64 recorded as failures, not cut off). Such a
+# failure waits up to this long for the death to show before it counts as the engine's.
+DEATH_GRACE_S = 1.0
+
+
+def could_be_death(rec: RequestRecord) -> bool:
+    """A failure with no HTTP status other than 200 and no timeout: what a server that died leaves."""
+    return not rec.success and rec.status in (None, 200) and not (rec.error or "").startswith("timed out")
 
 
 @dataclass
@@ -192,6 +202,14 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
             reason.append(why)
             stop.set()
 
+    async def after_failure(rec: RequestRecord) -> None:
+        """Is the server gone? Asked at once, and for DEATH_GRACE_S when the failure could be its death."""
+        check_abort()
+        end = time.perf_counter() + (DEATH_GRACE_S if abort is not None and could_be_death(rec) else 0.0)
+        while not stop.is_set() and time.perf_counter() < end:
+            await asyncio.sleep(0.02)
+            check_abort()
+
     def started(rec: RequestRecord) -> None:
         if conv is not None:
             conv.started(rec.index, rec.scheduled_s)
@@ -215,7 +233,7 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
     watcher = asyncio.create_task(converge.watch(conv, t0, stop_sending)) if conv is not None else None
     try:
         run = await run_share(session, req, specs, list(range(len(specs))), due, c, key.max_concurrency,
-                              t0, stop, started, done, check_abort, enough)
+                              t0, stop, started, done, check_abort, enough, after_failure)
     finally:
         bar.close()
         if watcher is not None:
@@ -229,11 +247,12 @@ async def run_point(session: aiohttp.ClientSession, req: Request, key: LoadKey, 
 async def run_share(session: aiohttp.ClientSession, req: Request, specs: list[RequestSpec], indices: list[int],
                     due: list[float] | None, concurrency: int | None, cap: int | None, t0: float,
                     stop: asyncio.Event, on_start=None, on_record=None, check_abort=None,
-                    enough: asyncio.Event | None = None) -> PointRun:
+                    enough: asyncio.Event | None = None, after_failure=None) -> PointRun:
     """Sends specs[k] as request indices[k]: closed loop with `concurrency` slots (due None), or each at t0 +
     due[k] with at most `cap` in flight (open loop). Returns when all are done or `stop` is set (those in flight
     then get STOP_GRACE_S to fail, recorded as cut off). Records go to on_record as they finish. `enough` set
-    (load.converge): nothing more is sent, and those in flight finish as results."""
+    (load.converge): nothing more is sent, and those in flight finish as results. after_failure(rec) (async): asks
+    whether the server is gone after a failed request, setting `stop` if so (else check_abort() is asked)."""
     run = PointRun(t0=t0)
     enough = enough or asyncio.Event()
 
@@ -245,9 +264,11 @@ async def run_share(session: aiohttp.ClientSession, req: Request, specs: list[Re
         if on_start is not None:
             on_start(rec)
         await stream_completion(session, req.url, completion_body(req.model, spec, req.body), rec, t0, req.timeout_s)
-        if not rec.success:
-            if check_abort is not None:
-                check_abort()  # a failure may be the server dying: then it is not the engine's result
+        if not rec.success:  # a failure may be the server dying: then it is not the engine's result
+            if after_failure is not None:
+                await after_failure(rec)
+            elif check_abort is not None:
+                check_abort()
             rec.cut_off = stop.is_set()
             if rec.cut_off:
                 rec.error = f"cut off: the engine died while this request was in flight ({rec.error})"

@@ -161,6 +161,11 @@ class WorkerPool:
         return await _Point(self, key, specs, burstiness, seed, on_record, abort, desc, conv).run()
 
 
+def _cut_off(rec: RequestRecord) -> None:
+    rec.cut_off = True
+    rec.error = f"cut off: the engine died while this request was in flight ({rec.error})"
+
+
 class _Point:
     """One point's run over the pool: dispatch, the records as they come, stop, death of a worker."""
 
@@ -177,6 +182,9 @@ class _Point:
         self.jobs = [{"concurrency": slots[w] if slots else None, "cap": caps[w], "items": self.plan[w]}
                      for w in range(n)]
         self.stopped = False
+        # failures that could be the server dying (loadgen.could_be_death), held back from the records for up to
+        # loadgen.DEATH_GRACE_S while its death may still show: (when it was received, the record)
+        self.held: list[tuple[float, RequestRecord]] = []
 
     async def run(self) -> loadgen.PointRun:
         run, t0 = self.run_, time.perf_counter() + START_AHEAD_S
@@ -187,7 +195,12 @@ class _Point:
         watcher = asyncio.create_task(converge.watch(self.conv, t0, self._enough)) if self.conv else None
         try:
             await asyncio.gather(*(self._follow(wk) for wk in self.pool.workers))
+            while self.held:  # the last failures' grace
+                await asyncio.sleep(0.02)
+                self._check_abort()
+                self._settle_held()
         finally:
+            self._settle_held(force=True)
             if watcher is not None:
                 watcher.cancel()
             if not all(wk.done for wk in self.pool.workers):  # Ctrl-C or an error here: stop them all
@@ -209,9 +222,10 @@ class _Point:
             if msg is None:  # no line in 0.2 s: is the server or the worker gone?
                 if not wk.proc.is_alive():
                     msg = ("died",)
-            if time.perf_counter() - last_check > 0.2:
+            if time.perf_counter() - last_check > 0.2 or self.held:
                 last_check = time.perf_counter()
                 self._check_abort()
+                self._settle_held()
             if msg is not None:
                 self._take(wk, msg)
 
@@ -228,9 +242,11 @@ class _Point:
                 self.conv.finished(rec)
             if not rec.success:
                 self._check_abort()  # a failure may be the server dying: then it is not the engine's result
+                if self.run_.abort_reason is None and self.abort is not None and loadgen.could_be_death(rec):
+                    self.held.append((time.perf_counter(), rec))  # its death may not show yet
+                    return
                 if self.run_.abort_reason and not rec.cut_off:
-                    rec.cut_off = True
-                    rec.error = f"cut off: the engine died while this request was in flight ({rec.error})"
+                    _cut_off(rec)
             self._done(rec)
         elif kind == "done":
             wk.done = msg[1]
@@ -245,6 +261,19 @@ class _Point:
                                          error=f"cut off: {wk.dead} while this request was in flight"))
             wk.started.clear()
             self._stop_all()
+
+    def _settle_held(self, force: bool = False) -> None:
+        """Held failures: cut off once the server is known dead; the engine's failures after their grace (or at
+        once with force: the point is over)."""
+        now, keep = time.perf_counter(), []
+        for t, rec in self.held:
+            if self.run_.abort_reason:
+                _cut_off(rec)
+            elif not force and now - t < loadgen.DEATH_GRACE_S:
+                keep.append((t, rec))
+                continue
+            self._done(rec)
+        self.held = keep
 
     def _done(self, rec: RequestRecord) -> None:
         self.run_.records.append(rec)
