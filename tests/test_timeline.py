@@ -77,30 +77,35 @@ def test_sglang_kernel_names_are_classed():
     assert c("void awq_marlin_repack_kernel<256, 4, false>(unsigned int const*, unsigned int*, int, int)") == "int4_gemm"
 
 
-def test_sglang_kernel_names_seen_on_an_h100_are_classed():
-    """The kernels of SGLang 0.5.15's decode step in its profiled pass on an H100 (reports/h100-sglang-c64, the
-    scheduler's trace), names as the trace has them (cut after the template's first arguments)."""
-    c = kernel_class.classify
-    assert c("void device::marlin::Marlin<__half, 1125899906843648l, 256, 4, 16, 4, false, 4, 8, false>(int4 const*, "
-             "int4 const*, int4*, int4*)") == "int4_gemm"
-    assert c("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::"
-             "CollectiveMainloopFwdSm90<") == "attention"
-    assert c("void cutlass::device_kernel<flash::FlashAttnFwdCombine<cute::tuple<cute::C<8>, cute::C<128> >, 5, 256, "
-             "1, false") == "attention"
-    assert c("void flash::prepare_varlen_num_blocks_kernel<4, true>(int, int, int, int const*)") == "attention"
-    assert c("void (anonymous namespace)::store_kvcache<1024l, 2, true, long>((anonymous namespace)::"
-             "StoreKVCacheParams)") == "attention"
-    assert c("nvjet_sm90_hsh_384x64_64x3_2x1_v_bz_coopB_TNN") == "gemm"  # the lm_head
+# The kernels of SGLang 0.5.15's decode step in its profiled pass on an H100 (reports/h100-sglang-c64, the scheduler's
+# trace), names as the trace has them (cut after the template's first arguments), and the class each must get
+SGLANG_H100_KERNELS = [
+    ("void device::marlin::Marlin<__half, 1125899906843648l, 256, 4, 16, 4, false, 4, 8, false>(int4 const*, "
+     "int4 const*, int4*, int4*)", "int4_gemm"),
+    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<",
+     "attention"),
+    ("void cutlass::device_kernel<flash::FlashAttnFwdCombine<cute::tuple<cute::C<8>, cute::C<128> >, 5, 256, 1, false",
+     "attention"),
+    ("void flash::prepare_varlen_num_blocks_kernel<4, true>(int, int, int, int const*)", "attention"),
+    ("void (anonymous namespace)::store_kvcache<1024l, 2, true, long>((anonymous namespace)::StoreKVCacheParams)",
+     "attention"),
+    ("nvjet_sm90_hsh_384x64_64x3_2x1_v_bz_coopB_TNN", "gemm"),  # the lm_head
     # FlashInfer's norms: not attention, though their name holds `flash`
-    assert c("void flashinfer::norm::FusedAddRMSNormKernel<8u, __half>(__half*, __half*, __half*, unsigned int, "
-             "unsigned int") == "norm_act"
-    assert c("void flashinfer::norm::RMSNormKernel<8u, __half>(__half*, __half*, __half*, unsigned int)") == "norm_act"
-    assert c("void (anonymous namespace)::act_and_mul_kernel<__half, ((anonymous namespace)::ActivationKind)0, true, "
-             "false>(") == "norm_act"
-    assert c("void (anonymous namespace)::fused_rope_kernel<true, 128l, true, __half, long, 16u>((anonymous "
-             "namespace)::Fuse") == "norm_act"
-    assert c("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, "
-             "unsigned int,") == "sampling"
+    ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __half>(__half*, __half*, __half*, unsigned int, unsigned int",
+     "norm_act"),
+    ("void flashinfer::norm::RMSNormKernel<8u, __half>(__half*, __half*, __half*, unsigned int)", "norm_act"),
+    ("void (anonymous namespace)::act_and_mul_kernel<__half, ((anonymous namespace)::ActivationKind)0, true, false>(",
+     "norm_act"),
+    ("void (anonymous namespace)::fused_rope_kernel<true, 128l, true, __half, long, 16u>((anonymous namespace)::Fuse",
+     "norm_act"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int,",
+     "sampling"),
+]
+
+
+@pytest.mark.parametrize(("name", "cls"), SGLANG_H100_KERNELS)
+def test_sglang_kernel_names_seen_on_an_h100_are_classed(name, cls):
+    assert kernel_class.classify(name) == cls
 
 
 def test_steps_busy_by_class_and_idle_from_a_synthetic_gpu_trace(tmp_path):
