@@ -52,3 +52,52 @@ def test_prefill_share_counts_requests_in_flight_before_their_first_token():
     assert phase(rs, [2.0, 3.0]) == (3, round(2 / 3, 3))
     assert phase(rs, [4.2, 4.4]) == (4, 0.0)  # all four past their first tokens at 4.3 s
     assert phase(rs, [9.0, 10.0]) == (None, None) and phase(rs, []) == (None, None)
+
+
+def test_profile_window_wave_moves_the_windows_and_lengthens_the_pass():
+    import asyncio
+
+    from llmcompare.serve import capture
+
+    assert pass_requests([768], 256, None, 10) == 12 * 256  # window_wave + 2 waves at least
+    assert pass_requests([5000], 64, None, 10) == 5000
+
+    class Cap:
+        started_at_done = None
+
+        async def start(self):
+            Cap.started_at_done = st.done
+            return [1]
+
+        def stop(self, pids):
+            pass
+
+    st = capture._Pass(c=4, t0=0.0, window_wave=5)
+    # c requests in flight, every one past its first token: each moment is a decode moment
+    st.live = {i: RequestRecord(index=i, prompt_len=8, output_len=8, chunk_ms=[1.0]) for i in range(4)}
+    rec = ProfileRecord()
+
+    async def run():
+        task = asyncio.create_task(capture._windows(st, Cap(), rec, 0.01, 1.0))
+        for _ in range(30):  # requests finish one by one, 20 ms apart
+            await asyncio.sleep(0.02)
+            st.done += 1
+        await task
+
+    asyncio.run(run())
+    assert 20 <= Cap.started_at_done <= 22  # the captured window once 5 waves of 4 have finished, not 2
+    assert st.base and st.base[1] <= st.window[0] and rec.delay_s < 0.5 and not rec.warnings
+
+
+def test_profile_window_wave_is_checked():
+    import pytest
+
+    from llmcompare.errors import ScenarioError
+    from llmcompare.scenario.rules import check_profile
+    from llmcompare.schema.scenario import Profile
+
+    check_profile(Profile(points=[64], window_wave=10, waves=12), [64], [512], [256])
+    with pytest.raises(ScenarioError, match=r"profile\.waves.*window_wave \+ 2"):
+        check_profile(Profile(points=[64], window_wave=10, waves=11), [64], [512], [256])
+    with pytest.raises(ScenarioError, match=r"profile\.window_wave"):
+        check_profile(Profile(points=[64], window_wave=1), [64], [512], [256])

@@ -33,7 +33,8 @@ def profiled_run(tmp_path_factory, vllm_py, tiny_model, cli_argv):
          # short, 2 of 3 requests in flight at its middle)
          "workload": {"dataset": "random", "input_len": 64, "output_len": 64, "num_prompts": 12, "seed": 3},
          "load": {"concurrency": [3, 2], "warmup_requests": 1, "max_attempts": 1},  # c=2: the next point (its prompts)
-         "profile": {"points": [3], "seconds": 1.0, "waves": 8},
+         # window_wave 3: the captured window once 9 requests have finished (the default: 6)
+         "profile": {"points": [3], "seconds": 1.0, "waves": 8, "window_wave": 3},
          "output_dir": str(tmp / "runs")}
     f = tmp / "prof.yaml"
     f.write_text(yaml.safe_dump(s))
@@ -57,6 +58,7 @@ def test_traces_of_the_engine_processes_are_kept_and_listed(profiled_run):
     (prof,) = e.profiles
     assert prof.status == "complete" and prof.error is None, prof
     assert prof.label == "c=3 in=64 out=64" and len(prof.window_s) == 2 and prof.window_s[1] > prof.window_s[0]
+    assert prof.window_wave == 3 and prof.requests == 24
     assert prof.window_output_tok_s > 0 and prof.point_output_tok_s > 0 and prof.overhead_pct is not None
     e2el_s = [p.metrics.stat("median_e2el_ms") / 1000 for p in e.points if p.metrics]
     # its cost: against an uncaptured window of the same length one wave earlier, in the same pass

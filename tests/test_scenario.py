@@ -259,8 +259,10 @@ def test_profile_waves_is_at_least_four_and_says_why(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump({**BASE, "load": {"concurrency": [64]}}))
     assert scenario.load(str(f), scenario.parse_set(["profile.points=[64]", "profile.waves=4"])).profile.waves == 4
-    with pytest.raises(ScenarioError, match=r"profile.waves: must be in 4..1000 waves \(a window in the second"):
+    with pytest.raises(ScenarioError, match=r"profile.waves: must be in 4..1000 waves \(profile.window_wave \+ 2"):
         scenario.load(str(f), scenario.parse_set(["profile.points=[64]", "profile.waves=3"]))
+    with pytest.raises(ScenarioError, match=r"profile.waves: must be in 12..1000 waves"):  # the window after 10
+        scenario.load(str(f), scenario.parse_set(["profile.points=[64]", "profile.window_wave=10", "profile.waves=8"]))
 
 
 def test_the_estimate_says_how_long_the_capacity_searchs_first_probe_takes(tmp_path):

@@ -161,6 +161,7 @@ def test_cpu_trace_uses_outermost_ops_and_finds_steps_without_a_gemm():
 
 # Two traces of reports/h200-map/qwen-map-h200-20261203-013249, copied with only the GPU events the analysis reads
 H200_MAP = Path(__file__).resolve().parent / "data/h200-map-traces"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_real_h200_traces_split_at_the_lm_head_with_no_fused_triton_kernel_taken_for_a_gemm():
@@ -172,3 +173,62 @@ def test_real_h200_traces_split_at_the_lm_head_with_no_fused_triton_kernel_taken
     # TurboMind 0.18 at c=256 in a prefill phase: its per-layer ProcessKV is attention, not the step's anchor
     s = timeline.analyze(H200_MAP / "turbomind.profile-p11.pid732.trace.json.gz", None)
     assert s.anchor.startswith("nvjet_sm90") and s.steps == 7
+
+
+def test_an_lm_head_whose_kernel_changes_with_the_batch_still_marks_every_step():
+    # cuBLAS picks another kernel for the lm_head as the batch moves (variable lengths): both names mark steps
+    evs = kernel_events(6)
+    heads = [e for e in evs if e["name"] == "sm90_xmma_gemm_f16f16_f32"]
+    for e in heads[3:]:
+        e["name"] = "nvjet_sm90_hsh_128x256_64x4_2x1_v_bz_coopA_TNT"
+    s = timeline.summarize(*timeline.events({"traceEvents": evs}))
+    assert s.steps == 5 and s.anchor == "sm90_xmma_gemm_f16f16_f32"
+    assert s.anchor_names == ["sm90_xmma_gemm_f16f16_f32", "nvjet_sm90_hsh_128x256_64x4_2x1_v_bz_coopA_TNT"]
+    assert s.step_ms_median == pytest.approx(s.step_ms_mean)  # no merged step among them
+    one = timeline.summarize(*timeline.events({"traceEvents": kernel_events(6)}))
+    assert one.steps == 5 and one.anchor_names == []  # one name: nothing more to say
+
+
+def test_two_gemm_launches_with_no_int4_gemm_between_them_fall_back_to_one_name():
+    # a split-K lm_head (two gemm-class launches a step): counting both would halve every step
+    evs, t = [], 1000.0
+    for _ in range(5):
+        for name, dur in [*LAYER * LAYERS, ("sm90_xmma_gemm_f16f16_f32", 30.0), ("cutlass_splitK_gemm_f16", 5.0)]:
+            evs.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t, "dur": dur})
+            t += dur
+        t += IDLE_US
+    ev, _ = timeline.events({"traceEvents": evs})
+    assert kernel_class.classify("cutlass_splitK_gemm_f16") == "gemm"
+    assert timeline.lm_head_names(ev) is None
+    s = timeline.summarize(ev)
+    assert s.steps == 4 and s.anchor_names == []
+
+
+def test_heavy_steps_are_those_whose_int4_gemm_ran_at_a_larger_m():
+    # 8 forward passes; the 6th carries a prefill chunk: its int4 GEMMs (the turbomind::gemm kernels) 4x as long
+    evs, t = [], 1000.0
+    for step in range(8):
+        for name, dur in [*LAYER * LAYERS, *HEAD]:
+            d = dur * 4 if step == 5 and name.startswith("turbomind::gemm") else dur
+            evs.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t, "dur": d})
+            t += d
+        t += IDLE_US
+    s = timeline.summarize(*timeline.events({"traceEvents": evs}))
+    int4_us = 15.0 * LAYERS  # per step at decode
+    light_us = sum(d for _, d in LAYER) * LAYERS + sum(d for _, d in HEAD) + IDLE_US
+    assert s.steps == 7 and s.heavy_steps == 1 and s.heavy_factor == timeline.HEAVY_INT4
+    assert s.light_step_ms_mean == pytest.approx(light_us / 1000)
+    assert s.heavy_step_ms_mean == pytest.approx((light_us + 3 * int4_us) / 1000)
+    assert s.heavy_time_share == pytest.approx(s.heavy_step_ms_mean / (s.step_ms_mean * s.steps), abs=1e-3)
+    steady = timeline.summarize(*timeline.events({"traceEvents": kernel_events(8)}))
+    assert steady.heavy_steps == 0 and steady.heavy_time_share == 0.0 and steady.heavy_step_ms_mean is None
+
+
+def test_a_real_h100_window_whose_lm_head_changed_kernel_is_covered_whole():
+    # TurboMind 0.18 at c=512 on an H100 (reports/h100-c512): its lm_head ran two cuBLAS kernels in one window;
+    # one name marked 34 steps over 68% of it (the committed run.json, analysed so), both mark 48
+    trace = ROOT / "reports/h100-c512/converge-h200-20261205-133942/turbomind.profile-p0.pid897.trace.json.gz"
+    s = timeline.analyze(trace)
+    assert s.steps == 48 and len(s.anchor_names) == 2 and s.heavy_steps == 0
+    assert s.steps * s.step_ms_mean > 0.95 * s.window_ms
+    assert 21.0 < s.step_ms_median < 22.5

@@ -6,14 +6,16 @@ Input: a trace JSON (gzipped or not) written by the capture hook (profile/in_eng
   CPU   when the trace has no kernel (a CPU build), the outermost "cpu_op" events of each thread of the process
 Steps: an anchor kernel that runs once per forward pass marks them; a step runs from one anchor's start to the next
 one's (the last, unclosed part is dropped). The anchor is, unless given (profile.anchor: a substring of the
-kernel's name), the `gemm`-class kernel name (not int4) seen most often (ties: most time): the lm_head, the only
-fp16 GEMM of an AWQ model, at decode batch sizes; without such a kernel, the name whose count is the most common
-count among names seen more than once (kernels that run once per step). A lm_head whose kernel changes with the
-batch size within the window merges steps (they show as long ones: the median step is robust to a few).
+kernel's name), the lm_head: the only fp16 GEMM of an AWQ model, every `gemm`-class kernel name (not int4) when
+int4 GEMMs run between every two of them (lm_head_names: cuBLAS picks another kernel as the batch moves, so with
+variable lengths one name alone merges steps); else the `gemm`-class name seen most often (ties: most time);
+without such a kernel, the name whose count is the most common count among names seen more than once (kernels
+that run once per step).
 Per step: busy time by class (profile/kernel_class.py; kernels are put in the step where they start), busy = the union of
 kernel intervals (overlapping streams count once), idle = step - busy (the GPU waiting for the host). Per window:
 step count, median and mean step, and per class the mean per step (means add up: sum of classes - overlap + idle =
-mean step).
+mean step). Heavy steps: those whose int4 GEMM time is above HEAVY_INT4 x the median step's (their GEMMs ran at a
+larger M: prefill tokens in the step); their count, mean step and share of the steps' time beside the others' mean.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from llmcompare.profile.kernel_class import ORDER, classify
 from llmcompare.schema.profile import StepSummary
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # torch.profiler's categories of device-side work
+# a step is heavy above this x the median step's int4 GEMM time: at decode batch sizes an int4 GEMM reads its
+# weights once whatever M is (within a few % on the committed decode windows), so 25% more is a larger M
+HEAVY_INT4 = 1.25
 
 
 @dataclass
@@ -94,6 +99,27 @@ def anchor_name(evs: list[Event]) -> str | None:
                key=lambda n: next(e.start_us for e in evs if e.name == n))
 
 
+def lm_head_names(evs: list[Event]) -> list[str] | None:
+    """Every `gemm`-class kernel name, most frequent first, when int4 GEMMs run between every two of their launches:
+    then each is the lm_head of one forward pass (an AWQ model's only fp16 GEMM), whichever kernel cuBLAS picked for
+    the step's batch (reports/h100-c512: TurboMind's window held two, 35 and 14 steps). None without int4 GEMMs or
+    gemm kernels, or when two gemm launches meet with no int4 GEMM between them (a split-K pair, or another fp16
+    GEMM in the model): then one name marks steps, as before."""
+    if not any(e.cls == "int4_gemm" for e in evs):
+        return None
+    counts: Counter = Counter()
+    between = None  # int4 launches since the last gemm-class one; None before the first
+    for e in evs:
+        if e.cls == "int4_gemm" and between is not None:
+            between += 1
+        elif e.cls == "gemm":
+            if between == 0:
+                return None
+            counts[e.name] += 1
+            between = 0
+    return [n for n, _ in counts.most_common()] if sum(counts.values()) >= 2 else None
+
+
 def _union_us(spans: list[tuple[float, float]]) -> float:
     total, end = 0.0, float("-inf")
     for a, b in sorted(spans):
@@ -120,8 +146,11 @@ def summarize(evs: list[Event], source: str = "gpu", anchor: str | None = None) 
     top = sorted(per_name.items(), key=lambda kv: -sum(kv[1]))[:15]
     s.top_kernels = [{"name": n[:200], "class": classify(n), "count": len(d), "ms": round(sum(d) / 1000.0, 4)}
                      for n, d in top]
-    s.anchor = anchor or anchor_name(evs)
-    starts = [e.start_us for e in evs if (anchor in e.name if anchor else e.name == s.anchor)]
+    names = None if anchor else lm_head_names(evs)
+    s.anchor = anchor or (names[0] if names else anchor_name(evs))
+    s.anchor_names = names if names and len(names) > 1 else []
+    marks = set(names) if names else {s.anchor}
+    starts = [e.start_us for e in evs if (anchor in e.name if anchor else e.name in marks)]
     if len(starts) < 2:
         s.note = "fewer than two step anchors: no per-step figures"
         return s
@@ -153,6 +182,21 @@ def _steps(s: StepSummary, evs: list[Event], starts: list[float]) -> None:
     s.idle_ms_mean = round(s.step_ms_mean - s.busy_ms_mean, 5)
     s.class_ms_mean = {c: round(statistics.fmean(v), 5) for c, v in by_cls.items() if any(v)}
     s.class_ms_median = {c: round(statistics.median(v), 5) for c, v in by_cls.items() if any(v)}
+    _heavy(s, steps_ms, by_cls["int4_gemm"])
+
+
+def _heavy(s: StepSummary, steps_ms: list[float], int4_ms: list[float]) -> None:
+    """The heavy steps (module docstring) against the others."""
+    med = statistics.median(int4_ms) if int4_ms else 0.0
+    if med <= 0:
+        return
+    heavy = [t for t, g in zip(steps_ms, int4_ms, strict=True) if g > HEAVY_INT4 * med]
+    light = [t for t, g in zip(steps_ms, int4_ms, strict=True) if g <= HEAVY_INT4 * med]
+    s.heavy_factor, s.heavy_steps = HEAVY_INT4, len(heavy)
+    s.light_step_ms_mean = round(statistics.fmean(light), 5)
+    if heavy:
+        s.heavy_step_ms_mean = round(statistics.fmean(heavy), 5)
+    s.heavy_time_share = round(sum(heavy) / sum(steps_ms), 4)
 
 
 def analyze(path: str | Path, anchor: str | None = None) -> StepSummary:

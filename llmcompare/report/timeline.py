@@ -132,6 +132,14 @@ def _coverage_note(p: ProfileRecord, s) -> str:
             "the start of the capture, or steps without the anchor kernel): per-step figures are of those steps only")
 
 
+def _heavy_note(s) -> str:
+    if not s.heavy_steps or s.heavy_step_ms_mean is None:
+        return ""
+    return (f"{s.heavy_steps} of {s.steps} steps heavy (int4 GEMM above {s.heavy_factor:g}x the median step's: a larger "
+            f"M, prefill tokens in them), {100 * (s.heavy_time_share or 0):.0f}% of the steps' time: "
+            f"{s.heavy_step_ms_mean:.2f} ms a heavy step against {s.light_step_ms_mean:.2f} ms for the others")
+
+
 def _pct(share: float | None) -> str:
     return "–" if share is None else f"{100 * share:.0f}"
 
@@ -159,7 +167,7 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
     limited = _limited_note(p, s.steps, s.step_ms_mean, mixed is not None)
     note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", bunched, limited,
                                  _phase_note(p.window_prefill_share), _mixed_note(mixed, gemm_med, pred, batch),
-                                 _coverage_note(p, s), *p.warnings) if x)
+                                 _coverage_note(p, s), _heavy_note(s), *p.warnings) if x)
     return [label, p.label, f"{t.role} {t.pid}", _pct(p.window_prefill_share), s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
             ms(c.get("int4_gemm")), ms(gemm_med), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")),
             ms(c.get("comm")), ms(rest), ms(s.idle_ms_mean), cost,
@@ -199,7 +207,9 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
         for lb, _sv, p in profiled:
             t = _main_trace(p)
             if t and t.steps.top_kernels:
+                more = len(t.steps.anchor_names) - 1
+                also = f" and {more} other lm_head kernel{'s' if more > 1 else ''}" if more > 0 else ""
                 doc.p(f"{lb} {p.label}: top kernels of {t.file} (of {len(p.traces)} traces; anchor "
-                      f"{t.steps.anchor!r}): " + "; ".join(f"{k['name'][:80]} [{k['class']}] {k['count']}x "
+                      f"{t.steps.anchor!r}{also}): " + "; ".join(f"{k['name'][:80]} [{k['class']}] {k['count']}x "
                                                          f"{k['ms']:.2f} ms" for k in t.steps.top_kernels[:6]))
         doc.p("Classes: " + ", ".join(ORDER) + " (llmcompare/profile/kernel_class.py).")

@@ -195,9 +195,11 @@ def check_profile(p: Profile, concurrency: list[int], input_lens: list[int], out
     if len(set(p.points)) != len(p.points):
         raise ScenarioError(f"profile.points: {p.points} names a point twice")
     bounded("profile.seconds", p.seconds, 0.01, 60, "s (a capture window)")
+    bounded("profile.window_wave", p.window_wave, 2, 100, "waves finished before the captured window (the "
+            "uncaptured one a wave earlier)")
     if p.waves is not None:
-        bounded("profile.waves", p.waves, 4, 1000, "waves (a window in the second, the captured one in the third, "
-                "one to spare)")
+        bounded("profile.waves", p.waves, p.window_wave + 2, 1000, "waves (profile.window_wave + 2 at least: the "
+                "captured window's wave and one to spare)")
     bounded("profile.telemetry_interval_ms", p.telemetry_interval_ms, 10, 60_000, "ms", zero_is_off=True)
 
 

@@ -45,6 +45,9 @@ class ProfileRecord:
     baseline_output_tok_s: float | None = None  # output tok/s in it
     overhead_pct: float | None = None  # 100 * (1 - window / baseline), else 100 * (1 - window / point)
     requests: int = 0
+    # waves (x c requests) finished before the captured window (profile.window_wave; files before 2026-12-06
+    # session 28 have none: 2)
+    window_wave: int | None = None
     # s from the wave's end (2c requests finished) to the captured window's start: the wait for every request in
     # flight to be past its first token (capture.all_decoding); runs before 2026-12-03 (session 6) waited a fixed
     # delay instead (half the median E2EL, then p99 TTFT + a quarter of the rest of it)
@@ -63,7 +66,10 @@ class StepSummary:
 
     source: str = "gpu"  # gpu: CUDA kernels; cpu: outermost CPU ops (a CPU build)
     events: int = 0  # events analysed
-    anchor: str | None = None  # the name that marks steps
+    anchor: str | None = None  # the name that marks steps (the most frequent one where several do)
+    # every kernel name that marked steps, where more than one did: the lm_head's cuBLAS kernel changes with the
+    # batch size, so a window whose batch moves holds several (profile/timeline.py lm_head_names)
+    anchor_names: list[str] = field(default_factory=list)
     steps: int = 0
     step_ms_median: float | None = None
     step_ms_mean: float | None = None
@@ -72,6 +78,13 @@ class StepSummary:
     class_ms_mean: dict[str, float] = field(default_factory=dict)  # class -> busy ms per step (mean)
     # class -> median over steps: the typical decode step (steps carrying a prefill chunk run GEMMs at larger M)
     class_ms_median: dict[str, float] = field(default_factory=dict)
+    # heavy steps: int4 GEMM time above HEAVY_INT4 x the median step's (its GEMMs ran at a larger M: prefill
+    # tokens in the step, or a larger batch); none in a decode phase at a steady batch
+    heavy_factor: float | None = None  # the HEAVY_INT4 the analysis used
+    heavy_steps: int = 0
+    heavy_step_ms_mean: float | None = None  # mean step of the heavy ones, ms
+    light_step_ms_mean: float | None = None  # mean step of the others, ms
+    heavy_time_share: float | None = None  # the heavy steps' share of the steps' time, 0..1
     window_ms: float = 0.0  # first event's start to last event's end
     busy_ms_total: float = 0.0  # over the whole window, by the union of intervals
     class_ms_total: dict[str, float] = field(default_factory=dict)

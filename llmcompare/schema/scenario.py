@@ -24,9 +24,12 @@ class Profile:
       input_len: null          # with a grid: capture only the cell of this input length (null: every cell)
       output_len: null         # likewise for the output length
       anchor: null             # kernel name marking steps (profile/timeline.py); null: found from the timeline
-      waves: null              # the pass's length in waves (c requests each; at least 4: a window in the second,
-                               # the captured one in the third, one to spare); null: as many requests as the
-                               # point's longest measured repeat sent (capture.pass_requests)
+      waves: null              # the pass's length in waves (c requests each; at least window_wave + 2: the
+                               # captured window's wave and one to spare); null: as many requests as the point's
+                               # longest measured repeat sent (capture.pass_requests)
+      window_wave: 2           # the captured window opens once this many waves (x c requests) have finished, the
+                               # uncaptured baseline one wave earlier; with variable lengths, later = in the steady
+                               # state (a ShareGPT-like closed loop starts synchronized)
       telemetry_interval_ms: 200   # nvidia-smi sampling during every point; 0: off
     """
 
@@ -36,7 +39,8 @@ class Profile:
     telemetry_interval_ms: int = 200
     input_len: int | None = None
     output_len: int | None = None
-    waves: int | None = None  # None: the point's own length; else waves x c requests (rules: at least 4)
+    waves: int | None = None  # None: the point's own length; else waves x c requests (rules: >= window_wave + 2)
+    window_wave: int = 2  # waves finished before the captured window (rules: 2..100)
 
     def wants(self, key) -> bool:
         """Is this load point (a LoadKey) one to capture?"""

@@ -184,7 +184,7 @@ def _passes_s(s: Scenario, camp: Campaign, by_index: dict[int, LoadPoint], guess
             c = p.key.concurrency
             took = [guess[(name, i, r)][0] for i, r in cells if i == idx]
             per_wave = sum(took) / len(took) / max(math.ceil(p.num_prompts / c), 1)
-            total += per_wave * pass_requests([p.num_prompts], c, s.profile.waves) / c
+            total += per_wave * pass_requests([p.num_prompts], c, s.profile.waves, s.profile.window_wave) / c
     return total
 
 

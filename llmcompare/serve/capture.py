@@ -162,18 +162,20 @@ async def profile_points(session, cap: Capture, rf: RunFile, engine: str, req: l
     for point in plan:
         if profile.wants(point.key):
             pts = [p for p in rf.run.engines[engine].points if p.index == point.index]
-            n = pass_requests([p.num_prompts for p in pts], point.key.concurrency or 1, profile.waves)
+            n = pass_requests([p.num_prompts for p in pts], point.key.concurrency or 1, profile.waves,
+                              profile.window_wave)
             await profiled_pass(session, cap, rf, engine, req, point.index, point.key, specs_for(point, n),
-                                profile.seconds, abort, profile.anchor, cap_s=decode_cap_s(pts))
+                                profile.seconds, abort, profile.anchor, cap_s=decode_cap_s(pts),
+                                window_wave=profile.window_wave)
 
 
-def pass_requests(sent: list[int], c: int, waves: int | None) -> int:
+def pass_requests(sent: list[int], c: int, waves: int | None, window_wave: int = 2) -> int:
     """How many requests a profiled pass at concurrency c sends: `waves` x c (profile.waves), else as many as the
-    point's longest measured repeat sent; four waves at least either way: an uncaptured window in the second, the
-    captured one in the third, and a wave to spare (on the H200 a 3-wave pass at c=256 ended before its third
-    wave's window opened)."""
+    point's longest measured repeat sent; window_wave + 2 waves at least either way (four by default: an
+    uncaptured window in the second, the captured one in the third, and a wave to spare; on the H200 a 3-wave
+    pass at c=256 ended before its third wave's window opened)."""
     n = waves * c if waves else max(sent, default=0)
-    return max(n, 4 * c)
+    return max(n, (window_wave + 2) * c)
 
 
 def decode_cap_s(pts: list) -> float:
@@ -219,6 +221,7 @@ class _Pass:
 
     c: int  # the point's concurrency
     t0: float
+    window_wave: int = 2  # waves finished before the captured window (profile.window_wave)
     done: int = 0  # requests finished
     live: dict = field(default_factory=dict)  # id -> RequestRecord of the requests in flight
     base: list[float] = field(default_factory=list)  # the uncaptured window [start, end]
@@ -242,8 +245,9 @@ async def _decode_phase(st: _Pass, rec: ProfileRecord, which: str, cap_s: float)
 
 
 async def _windows(st: _Pass, cap: Capture, rec: ProfileRecord, seconds: float, cap_s: float) -> None:
-    """The baseline window after the first wave, the captured one after the second, each in its decode phase."""
-    for wave, marks in ((1, st.base), (2, None)):
+    """The baseline window after wave window_wave - 1, the captured one after wave window_wave (the first and the
+    second by default), each in its decode phase."""
+    for wave, marks in ((st.window_wave - 1, st.base), (st.window_wave, None)):
         while st.done < wave * st.c:
             await asyncio.sleep(POLL_S)
         await _decode_phase(st, rec, "baseline" if marks is not None else "captured", cap_s)
@@ -261,19 +265,21 @@ async def _windows(st: _Pass, cap: Capture, rec: ProfileRecord, seconds: float, 
 
 async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: loadgen.Request, index: int,
                         key: LoadKey, specs: list, seconds: float, abort=None, anchor: str | None = None,
-                        cap_s: float = 60.0) -> ProfileRecord:
-    """One extra pass of the point: once its first c requests have finished, at the first moment every request
-    in flight is past its first token (all_decoding; at most `cap_s` later), an uncaptured window of `seconds`
-    (the baseline); once 2c have finished, the captured window, at the same phase of the next wave. The
+                        cap_s: float = 60.0, window_wave: int = 2) -> ProfileRecord:
+    """One extra pass of the point: once (window_wave - 1) x c of its requests have finished (c by default), at
+    the first moment every request in flight is past its first token (all_decoding; at most `cap_s` later), an
+    uncaptured window of `seconds` (the baseline); once window_wave x c have finished, the captured window, at
+    the same phase of the next wave. The
     capture's cost is the captured window's output tok/s against the baseline's (the trace is written after the
     capture stops, a stall that falls after both windows)."""
     cell = {name: getattr(key, name) for name in ("concurrency", "input_len", "output_len", "prefix_len", "num_prefixes")}
-    rec = ProfileRecord(index=index, label=key.label, **cell, started_at=now(), requests=len(specs))
+    rec = ProfileRecord(index=index, label=key.label, **cell, started_at=now(), requests=len(specs),
+                        window_wave=window_wave)
     rf.run.engines[engine].profiles.append(rec)
     rf.save()
     metrics_url = req.url.rsplit("/v1/", 1)[0] + "/metrics"
     cache_before = await prefix_cache.read(session, metrics_url)
-    st = _Pass(c=key.concurrency or 1, t0=time.perf_counter())  # the pass's clock: after every await before it
+    st = _Pass(c=key.concurrency or 1, t0=time.perf_counter(), window_wave=window_wave)  # the pass's clock: after every await before it
 
     def on_record(r) -> None:
         st.done += 1
