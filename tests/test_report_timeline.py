@@ -122,8 +122,8 @@ def test_heavy_steps_and_other_lm_head_kernels_are_said():
         1.25, 1, 0.9, 0.2, 0.53
     s.anchor_names = [s.anchor, "nvjet_sm90_hsh_128x256"]
     note = R._row("tm", sv, sv.rec.profiles[0], table())[-1]
-    assert note == ("1 of 4 steps heavy (int4 GEMM above 1.25x the median step's: a larger M, prefill tokens in "
-                    "them), 53% of the steps' time: 0.90 ms a heavy step against 0.20 ms for the others")
+    assert note == ("1 of 4 steps heavy (int4 GEMM above 1.25x the median step's: a larger M, from prefill "
+                    "tokens or a larger batch), 53% of the steps' time: 0.90 ms a heavy step against 0.20 ms for the others")
     doc = Doc()
     R.timeline_section(doc, {"tm": sv}, [])
     assert "anchor 'sm90_xmma_gemm_f16f16_f32' and 1 other lm_head kernel)" in doc.markdown()

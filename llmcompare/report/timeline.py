@@ -136,7 +136,7 @@ def _heavy_note(s) -> str:
     if not s.heavy_steps or s.heavy_step_ms_mean is None:
         return ""
     return (f"{s.heavy_steps} of {s.steps} steps heavy (int4 GEMM above {s.heavy_factor:g}x the median step's: a larger "
-            f"M, prefill tokens in them), {100 * (s.heavy_time_share or 0):.0f}% of the steps' time: "
+            f"M, from prefill tokens or a larger batch), {100 * (s.heavy_time_share or 0):.0f}% of the steps' time: "
             f"{s.heavy_step_ms_mean:.2f} ms a heavy step against {s.light_step_ms_mean:.2f} ms for the others")
 
 

@@ -48,7 +48,7 @@ class ProfileRecord:
     # waves (x c requests) finished before the captured window (profile.window_wave; files before 2026-12-06
     # session 28 have none: 2)
     window_wave: int | None = None
-    # s from the wave's end (2c requests finished) to the captured window's start: the wait for every request in
+    # s from the wave's end (window_wave x c requests finished) to the captured window's start: the wait for every request in
     # flight to be past its first token (capture.all_decoding); runs before 2026-12-03 (session 6) waited a fixed
     # delay instead (half the median E2EL, then p99 TTFT + a quarter of the rest of it)
     delay_s: float = 0.0
