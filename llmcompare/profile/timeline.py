@@ -31,8 +31,9 @@ from llmcompare.profile.kernel_class import ORDER, classify
 from llmcompare.schema.profile import StepSummary
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # torch.profiler's categories of device-side work
-# a step is heavy above this x the median step's int4 GEMM time: at decode batch sizes an int4 GEMM reads its
-# weights once whatever M is (within a few % on the committed decode windows), so 25% more is a larger M
+# a step is heavy above this x the median step's int4 GEMM time: at decode batch sizes an int4 GEMM's time hardly
+# moves with M (on the committed decode-only windows of 20+ steps, every step's int4 GEMM time was 0.97-1.15x its
+# window's median; steps carrying prefill in other windows took 3-27x), so above 1.25x its M was larger
 HEAVY_INT4 = 1.25
 
 

@@ -269,9 +269,8 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     """One extra pass of the point: once (window_wave - 1) x c of its requests have finished (c by default), at
     the first moment every request in flight is past its first token (all_decoding; at most `cap_s` later), an
     uncaptured window of `seconds` (the baseline); once window_wave x c have finished, the captured window, at
-    the same phase of the next wave. The
-    capture's cost is the captured window's output tok/s against the baseline's (the trace is written after the
-    capture stops, a stall that falls after both windows)."""
+    the same phase of the next wave. The capture's cost is the captured window's output tok/s against the
+    baseline's (the trace is written after the capture stops, a stall that falls after both windows)."""
     cell = {name: getattr(key, name) for name in ("concurrency", "input_len", "output_len", "prefix_len", "num_prefixes")}
     rec = ProfileRecord(index=index, label=key.label, **cell, started_at=now(), requests=len(specs),
                         window_wave=window_wave)
@@ -279,7 +278,8 @@ async def profiled_pass(session, cap: Capture, rf: RunFile, engine: str, req: lo
     rf.save()
     metrics_url = req.url.rsplit("/v1/", 1)[0] + "/metrics"
     cache_before = await prefix_cache.read(session, metrics_url)
-    st = _Pass(c=key.concurrency or 1, t0=time.perf_counter(), window_wave=window_wave)  # the pass's clock: after every await before it
+    # the pass's clock starts here, after every await before it
+    st = _Pass(c=key.concurrency or 1, t0=time.perf_counter(), window_wave=window_wave)
 
     def on_record(r) -> None:
         st.done += 1
