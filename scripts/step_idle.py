@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
-"""Where a profiled window's idle time sits: per step (the steps and heavy-step rule of llmcompare/profile/timeline.py),
-the GPU's idle ms (the step minus the union of its kernels), split into light and heavy steps (int4 GEMM above
-HEAVY_INT4 x the median step's). Tells spread-out host waiting (every step a little) from bursts (a few steps a lot);
-reports/h100-profile-sharegpt-c64/README.md used it.
+"""Where a profiled window's idle time sits: per step (profile/timeline.py's steps and heavy-step rule), the GPU's
+idle ms (the step minus the union of its kernels), split into light and heavy steps. Tells spread-out host waiting
+(every step a little) from bursts (a few steps a lot); reports/h100-profile-sharegpt-c64/README.md used it.
 
   python scripts/step_idle.py TRACE.json.gz [TRACE...]
 """
@@ -11,41 +10,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from typing import NamedTuple
 
 from llmcompare.profile import timeline as tl
 
 
-class Step(NamedTuple):
-    ms: float  # anchor to anchor
-    idle_ms: float  # the step minus the union of its kernels
-    int4_ms: float  # its int4 GEMMs' summed duration
-
-
-def steps(path: str) -> list[Step]:
+def steps(path: str) -> list[tl.Step]:
+    """The trace's steps, anchored as the profiled pass's analysis anchors them (no profile.anchor)."""
     evs, _ = tl.events(tl.read_trace(path))
-    names = tl.lm_head_names(evs)
-    marks = set(names) if names else {tl.anchor_name(evs)}
-    starts = [e.start_us for e in evs if e.name in marks]
-    out, i = [], 0
-    for a, b in zip(starts, starts[1:], strict=False):
-        while i < len(evs) and evs[i].start_us < a:
-            i += 1
-        spans, int4, j = [], 0.0, i
-        while j < len(evs) and evs[j].start_us < b:
-            e = evs[j]
-            spans.append((e.start_us, min(e.start_us + e.dur_us, b)))
-            int4 += e.dur_us if e.cls == "int4_gemm" else 0.0
-            j += 1
-        out.append(Step((b - a) / 1000.0, (b - a - tl._union_us(spans)) / 1000.0, int4 / 1000.0))
-    return out
+    _, names = tl.step_anchor(evs)
+    return tl.per_step(evs, tl.step_starts(evs, None, names))
 
 
-def summary(st: list[Step]) -> dict:
+def summary(st: list[tl.Step]) -> dict:
     """Light and heavy steps' counts and idle figures (ms), and each group's idle as a share of all steps' time."""
-    med = statistics.median(s.int4_ms for s in st)
-    heavy = [s for s in st if s.int4_ms > tl.HEAVY_INT4 * med]
-    light = [s for s in st if s.int4_ms <= tl.HEAVY_INT4 * med]
+    heavy, light = tl.heavy_split(st) or ([], list(st))
     total = sum(s.ms for s in st)
     idle = sorted(s.idle_ms for s in light)
     return {"steps": len(st), "light": len(light), "heavy": len(heavy),

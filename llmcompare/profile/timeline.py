@@ -147,21 +147,45 @@ def summarize(evs: list[Event], source: str = "gpu", anchor: str | None = None) 
     top = sorted(per_name.items(), key=lambda kv: -sum(kv[1]))[:15]
     s.top_kernels = [{"name": n[:200], "class": classify(n), "count": len(d), "ms": round(sum(d) / 1000.0, 4)}
                      for n, d in top]
-    names = None if anchor else lm_head_names(evs)
-    s.anchor = anchor or (names[0] if names else anchor_name(evs))
-    s.anchor_names = names if names and len(names) > 1 else []
-    marks = set(names) if names else {s.anchor}
-    starts = [e.start_us for e in evs if (anchor in e.name if anchor else e.name in marks)]
+    s.anchor, names = step_anchor(evs, anchor)
+    s.anchor_names = names if len(names) > 1 else []
+    starts = step_starts(evs, anchor, names)
     if len(starts) < 2:
         s.note = "fewer than two step anchors: no per-step figures"
         return s
-    _steps(s, evs, starts)
+    _steps(s, per_step(evs, starts))
     return s
 
 
-def _steps(s: StepSummary, evs: list[Event], starts: list[float]) -> None:
-    steps_ms, busy_ms, by_cls = [], [], {c: [] for c in ORDER}
-    i = 0
+def step_anchor(evs: list[Event], anchor: str | None = None) -> tuple[str | None, list[str]]:
+    """The anchor (the module docstring's rule) and, where every lm_head kernel name marks steps, those names."""
+    names = None if anchor else lm_head_names(evs)
+    return anchor or (names[0] if names else anchor_name(evs)), names or []
+
+
+def step_starts(evs: list[Event], anchor: str | None, names: list[str]) -> list[float]:
+    """The steps' start times (us): the given anchor substring's kernels, else the names' (step_anchor), else the
+    chosen anchor's."""
+    if anchor:
+        return [e.start_us for e in evs if anchor in e.name]
+    marks = set(names) if names else {anchor_name(evs)}
+    return [e.start_us for e in evs if e.name in marks]
+
+
+@dataclass
+class Step:
+    ms: float  # anchor to anchor
+    busy_ms: float  # the union of the step's kernel intervals (cut at its end)
+    class_ms: dict[str, float]  # per kernel class (ORDER), the summed durations of the kernels starting in it
+
+    @property
+    def idle_ms(self) -> float:  # the GPU waiting for the host
+        return self.ms - self.busy_ms
+
+
+def per_step(evs: list[Event], starts: list[float]) -> list[Step]:
+    """Each step between two consecutive starts (evs sorted by start; a kernel belongs to the step it starts in)."""
+    out, i = [], 0
     for a, b in zip(starts, starts[1:], strict=False):
         while i < len(evs) and evs[i].start_us < a:
             i += 1
@@ -172,10 +196,13 @@ def _steps(s: StepSummary, evs: list[Event], starts: list[float]) -> None:
             spans.append((e.start_us, min(e.start_us + e.dur_us, b)))
             cls_us[e.cls] += e.dur_us
             j += 1
-        steps_ms.append((b - a) / 1000.0)
-        busy_ms.append(_union_us(spans) / 1000.0)
-        for c in ORDER:
-            by_cls[c].append(cls_us[c] / 1000.0)
+        out.append(Step((b - a) / 1000.0, _union_us(spans) / 1000.0, {c: cls_us[c] / 1000.0 for c in ORDER}))
+    return out
+
+
+def _steps(s: StepSummary, st: list[Step]) -> None:
+    steps_ms, busy_ms = [x.ms for x in st], [x.busy_ms for x in st]
+    by_cls = {c: [x.class_ms[c] for x in st] for c in ORDER}
     s.steps = len(steps_ms)
     s.step_ms_median = round(statistics.median(steps_ms), 5)
     s.step_ms_mean = round(statistics.fmean(steps_ms), 5)
@@ -183,21 +210,29 @@ def _steps(s: StepSummary, evs: list[Event], starts: list[float]) -> None:
     s.idle_ms_mean = round(s.step_ms_mean - s.busy_ms_mean, 5)
     s.class_ms_mean = {c: round(statistics.fmean(v), 5) for c, v in by_cls.items() if any(v)}
     s.class_ms_median = {c: round(statistics.median(v), 5) for c, v in by_cls.items() if any(v)}
-    _heavy(s, steps_ms, by_cls["int4_gemm"])
+    _heavy(s, st)
 
 
-def _heavy(s: StepSummary, steps_ms: list[float], int4_ms: list[float]) -> None:
-    """The heavy steps (module docstring) against the others."""
-    med = statistics.median(int4_ms) if int4_ms else 0.0
+def heavy_split(st: list[Step]) -> tuple[list[Step], list[Step]] | None:
+    """(heavy, light) steps by the module docstring's rule; None when the median step ran no int4 GEMM."""
+    med = statistics.median(x.class_ms["int4_gemm"] for x in st) if st else 0.0
     if med <= 0:
+        return None
+    return ([x for x in st if x.class_ms["int4_gemm"] > HEAVY_INT4 * med],
+            [x for x in st if x.class_ms["int4_gemm"] <= HEAVY_INT4 * med])
+
+
+def _heavy(s: StepSummary, st: list[Step]) -> None:
+    """The heavy steps (module docstring) against the others."""
+    split = heavy_split(st)
+    if split is None:
         return
-    heavy = [t for t, g in zip(steps_ms, int4_ms, strict=True) if g > HEAVY_INT4 * med]
-    light = [t for t, g in zip(steps_ms, int4_ms, strict=True) if g <= HEAVY_INT4 * med]
+    heavy, light = split
     s.heavy_factor, s.heavy_steps = HEAVY_INT4, len(heavy)
-    s.light_step_ms_mean = round(statistics.fmean(light), 5)
+    s.light_step_ms_mean = round(statistics.fmean(x.ms for x in light), 5)
     if heavy:
-        s.heavy_step_ms_mean = round(statistics.fmean(heavy), 5)
-    s.heavy_time_share = round(sum(heavy) / sum(steps_ms), 4)
+        s.heavy_step_ms_mean = round(statistics.fmean(x.ms for x in heavy), 5)
+    s.heavy_time_share = round(sum(x.ms for x in heavy) / sum(x.ms for x in st), 4)
 
 
 def analyze(path: str | Path, anchor: str | None = None) -> StepSummary:
