@@ -124,7 +124,7 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write report.md/.html and charts from saved run directories")
     rp.add_argument("runs", nargs="+", help="serve-bench and kernel-bench run directories")
     rp.add_argument("--out", help="report directory (default: beside the first run, report-<time>)")
-    rp.add_argument("--baseline", help="engine the gaps are measured against (default: the first vLLM engine)")
+    rp.add_argument("--baseline", help="engine the gaps are measured against (default: the first engine of the first serve-bench run given)")
     rp.add_argument("--figures", default="auto", choices=["auto", "whole"],
                     help="verdict figures: steady-state windows where both engines have them (auto), or whole points")
     rp.add_argument("--cross-machine", action="store_true",
