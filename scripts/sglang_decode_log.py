@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""How long SGLang's decode steps took over a whole run, from its own log: each `Decode batch` line (one per 40
+decode steps as shipped) gives the requests running and the tokens a second generated since the line before, so
+running * 1000 / gen tok/s is the mean ms between a running request's tokens over that interval: the decode step
+plus whatever ran or waited between steps (prefill batches, host work). A profiled pass sees one 1-s window; this
+sees every interval of the run. reports/h100-three-engines-c64/README.md used it.
+
+  python scripts/sglang_decode_log.py sglang.server.log[.xz] [--min-running N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import re
+import statistics
+
+DECODE = re.compile(r"^\[(?P<t>[^\]]+)\] Decode batch, #running-req: (?P<running>\d+),.*"
+                    r"gen throughput \(token/s\): (?P<tok_s>[\d.]+)")
+
+
+def intervals(path: str) -> list[tuple[str, int, float]]:
+    """(timestamp, requests running, gen tok/s) of each Decode batch line, in log order."""
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt", errors="replace") as f:
+        found = (DECODE.match(line) for line in f)
+        return [(m["t"], int(m["running"]), float(m["tok_s"])) for m in found if m]
+
+
+def summary(rows: list[tuple[str, int, float]], min_running: int | None = None) -> dict:
+    """ms per token per running request over the intervals with at least min_running requests (default: 90% of
+    the most seen, the plateau of a closed loop): count, p10, median, p90, mean, max."""
+    floor = min_running if min_running is not None else int(0.9 * max(r for _, r, _ in rows))
+    ms = sorted(r * 1000.0 / tok_s for _, r, tok_s in rows if r >= floor and tok_s > 0)
+    if not ms:
+        raise SystemExit(f"no Decode batch interval with at least {floor} requests running")
+    q = statistics.quantiles(ms, n=10) if len(ms) > 1 else ms * 9  # deciles; one interval is its own
+    return {"lines": len(rows), "min_running": floor, "intervals": len(ms), "p10_ms": q[0], "median_ms": q[4],
+            "p90_ms": q[8], "mean_ms": statistics.fmean(ms), "max_ms": ms[-1]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("log")
+    ap.add_argument("--min-running", type=int, default=None)
+    a = ap.parse_args(argv)
+    s = summary(intervals(a.log), a.min_running)
+    print(f"{a.log}: {s['lines']} Decode batch lines, {s['intervals']} with >= {s['min_running']} running")
+    print("  ms per token per running request: p10 {p10_ms:.2f}, median {median_ms:.2f}, p90 {p90_ms:.2f}, "
+          "mean {mean_ms:.2f}, max {max_ms:.2f}".format(**s))
+
+
+if __name__ == "__main__":
+    main()
