@@ -3,7 +3,10 @@
 decode steps as shipped) gives the requests running and the tokens a second generated since the line before, so
 running * 1000 / gen tok/s is the mean ms between a running request's tokens over that interval: the decode step
 plus whatever ran or waited between steps (prefill batches, host work). A profiled pass sees one 1-s window; this
-sees every interval of the run. reports/h100-three-engines-c64/README.md used it.
+sees every interval of the run. It also counts the passes a second (decode: 40 per Decode batch line, or the log's
+decode_log_interval; prefill: one per Prefill batch line) over the plateau's seconds, from the log's 1-s stamps
+(coarse: a second is counted when a Decode batch line in it had the plateau's running requests).
+reports/h100-three-engines-c64/README.md used it.
 
   python scripts/sglang_decode_log.py sglang.server.log[.xz] [--min-running N]
 """
@@ -15,6 +18,8 @@ import lzma
 import re
 import statistics
 
+PREFILL = re.compile(r"^\[(?P<t>[^\]]+)\] Prefill batch")
+INTERVAL = re.compile(r"decode_log_interval=(\d+)")
 DECODE = re.compile(r"^\[(?P<t>[^\]]+)\] Decode batch, #running-req: (?P<running>\d+),.*"
                     r"gen throughput \(token/s\): (?P<tok_s>[\d.]+)")
 
@@ -25,6 +30,27 @@ def intervals(path: str) -> list[tuple[str, int, float]]:
     with opener(path, "rt", errors="replace") as f:
         found = (DECODE.match(line) for line in f)
         return [(m["t"], int(m["running"]), float(m["tok_s"])) for m in found if m]
+
+
+def passes_per_s(path: str, min_running: int) -> tuple[float, float, int]:
+    """(decode passes / s, prefill passes / s, seconds counted) over the seconds with a Decode batch line of at
+    least min_running requests."""
+    opener = lzma.open if path.endswith(".xz") else open
+    every, decode, prefill, plateau = 40, {}, {}, set()
+    with opener(path, "rt", errors="replace") as f:
+        for line in f:
+            if m := DECODE.match(line):
+                decode[m["t"]] = decode.get(m["t"], 0) + 1
+                if int(m["running"]) >= min_running:
+                    plateau.add(m["t"])
+            elif m := PREFILL.match(line):
+                prefill[m["t"]] = prefill.get(m["t"], 0) + 1
+            elif m := INTERVAL.search(line):
+                every = int(m[1])
+    n = len(plateau)
+    if not n:
+        return 0.0, 0.0, 0
+    return every * sum(decode[t] for t in plateau) / n, sum(prefill.get(t, 0) for t in plateau) / n, n
 
 
 def summary(rows: list[tuple[str, int, float]], min_running: int | None = None) -> dict:
@@ -48,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{a.log}: {s['lines']} Decode batch lines, {s['intervals']} with >= {s['min_running']} running")
     print("  ms per token per running request: p10 {p10_ms:.2f}, median {median_ms:.2f}, p90 {p90_ms:.2f}, "
           "mean {mean_ms:.2f}, max {max_ms:.2f}".format(**s))
+    dec, pre, n = passes_per_s(a.log, s["min_running"])
+    print(f"  passes a second over {n} plateau seconds: decode {dec:.1f}, prefill {pre:.1f}")
 
 
 if __name__ == "__main__":

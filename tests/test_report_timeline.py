@@ -128,3 +128,31 @@ def test_heavy_steps_and_other_lm_head_kernels_are_said():
     R.timeline_section(doc, {"tm": sv}, [])
     assert "anchor 'sm90_xmma_gemm_f16f16_f32' and 1 other lm_head kernel)" in doc.markdown()
     assert R._heavy_note(profile.StepSummary()) == ""  # an older file: no heavy-step figures, nothing said
+
+
+def test_variable_lengths_get_no_capture_cost_and_the_note_gives_the_windows_difference():
+    sv = served()
+    sv.run.scenario = {"workload": {"dataset": "synthetic-sharegpt"}}
+    p = sv.rec.profiles[0]
+    p.window_in_flight, p.window_prefill_share, p.baseline_output_tok_s = 4, 0.0, 20_000.0
+    p.window_s = [0.0, 4 * p.traces[0].steps.step_ms_mean / 1000]  # its 4 steps cover the window
+    row = R._row("tm", sv, p, table())
+    assert row[-3] is None and row[-2] is None  # neither column: two seconds of different requests
+    assert row[-1].startswith("capture cost not given with variable lengths: the captured and the uncaptured window")
+    rate = 4 * 1000 / sv.rec.profiles[0].traces[0].steps.step_ms_mean
+    assert f"(their rates' difference: GPU-side {100 * (1 - rate / 20_000):+.1f}%, client +3.5%)" in row[-1]
+    sv.run.scenario = {"workload": {"dataset": "random"}}  # fixed lengths: the costs as before
+    assert R._row("tm", sv, p, table())[-2] == 3.5
+
+
+def test_a_committed_sharegpt_pass_reports_its_windows_difference_not_a_cost(tmp_path):
+    """vLLM's and SGLang's ShareGPT-like passes on one H100 (session 30): the windows 2.7% and 28% apart."""
+    from pathlib import Path
+
+    from llmcompare.report.build import build_report
+    run = Path(__file__).resolve().parents[1] / "reports/h100-three-engines-c64/qwen-highload-h200-20261207-002100"
+    md = (Path(build_report([str(run)], str(tmp_path / "r"))) / "report.md").read_text()
+    rows = {r.split(" | ")[0][2:]: r for r in md.splitlines() if "| c=64 | engine-core" in r or "| c=64 | scheduler" in r}
+    assert "(their rates' difference: GPU-side +2.7%, client +3.5%)" in rows["vllm"]
+    assert "(their rates' difference: GPU-side -28.0%, client -6.3%)" in rows["sglang"]
+    assert all("| – | – | no kernel-bench run given; capture cost not given" in r for r in rows.values())

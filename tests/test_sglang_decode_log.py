@@ -29,6 +29,10 @@ def test_sharegpt_intervals_are_longer_than_the_decode_step():
     s = sdl.summary(sdl.intervals(str(SHAREGPT)))
     assert s["lines"] == 660 and s["intervals"] == 487
     assert 8.6 < s["median_ms"] < 9.1 and s["p10_ms"] > 7.5
+    decode, prefill, seconds = sdl.passes_per_s(str(SHAREGPT), s["min_running"])
+    assert seconds > 150 and 105 < decode < 118 and 17 < prefill < 21  # ~19 prefill passes a second
+    # fixed lengths prefill only at the waves' starts
+    assert sdl.passes_per_s(str(FIXED), 57)[1] < 4
 
 
 def test_parse_and_errors(tmp_path, capsys):
@@ -38,6 +42,7 @@ def test_parse_and_errors(tmp_path, capsys):
                    "[2026-12-07 00:09:58] Prefill batch, #new-seq: 1, #new-token: 8, #running-req: 63\n")
     assert sdl.intervals(str(log)) == [("2026-12-07 00:09:58", 64, 8000.0)]
     sdl.main([str(log)])
-    assert "median 8.00" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "median 8.00" in out and "over 1 plateau seconds: decode 40.0, prefill 1.0" in out
     with pytest.raises(SystemExit, match="at least 65 requests"):
         sdl.summary(sdl.intervals(str(log)), min_running=65)

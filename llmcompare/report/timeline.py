@@ -4,6 +4,7 @@ batch. (GPU telemetry and energy: report/telemetry.py.) Reads saved files only."
 
 from __future__ import annotations
 
+from llmcompare.analysis import traffic
 from llmcompare.analysis.attribution import KernelTable, engine_backend, point_profile
 from llmcompare.profile.kernel_class import ORDER
 from llmcompare.report.doc import Doc
@@ -100,6 +101,22 @@ def _limited_note(p: ProfileRecord, steps: int, step_ms_mean: float | None, mixe
             "the GPU-idle columns of the telemetry table tell which)")
 
 
+def _variable_note(p: ProfileRecord, gpu_side: float | None) -> str:
+    """Why a pass with variable lengths gets no capture cost: its captured and uncaptured windows are two different
+    seconds of traffic whose requests differ in length and phase, and such seconds' rates differ by more than the
+    capture costs (H100, ShareGPT-like c=64: windows 19.6% and 28% apart, reports/h100-profile-sharegpt-c64 and
+    h100-three-engines-c64, where SGLang's own 40-step log intervals ran 7.9 to 10.1 ms a token, p10 to p90;
+    capture costs with fixed lengths 0.9-3.5%, reports/h100-sglang-c64 and h100-sglang-vllm-c64), so neither
+    difference is a cost."""
+    said = [f"GPU-side {gpu_side:+.1f}%" if gpu_side is not None else "",
+            f"client {p.overhead_pct:+.1f}%" if p.overhead_pct is not None else ""]
+    said = ", ".join(x for x in said if x)
+    return ("capture cost not given with variable lengths: the captured and the uncaptured window are two seconds "
+            "of different requests, whose rates can differ by more than a capture costs (H100: by 28%), so their "
+            "difference is not the capture's cost" +
+            (f" (their rates' difference: {said})" if said else ""))
+
+
 def decode_batch(p: ProfileRecord, usable: list) -> float | None:
     """M of the prediction: the requests decoding mid-window (in flight past their first token) when the pass's
     requests are on file and the window is a decode phase; else the point's mean decode batch (Little's law over
@@ -161,17 +178,24 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
     mixed = mixed_ratio(gemm_med, pred)
     rest = sum(c.get(k, 0.0) for k in REST)
     cost = step_cost_pct(p, s.steps, s.step_ms_mean, mixed is not None)
-    bunched = ("client cost < 0: tokens reached the client bunched after the profiler's start blocked the "
-               "server's event loop (not a speed-up)" + ("; 'GPU-side cost' is the cost" if cost is not None else "")
-               if p.overhead_pct is not None and p.overhead_pct < 0 else "")
-    limited = _limited_note(p, s.steps, s.step_ms_mean, mixed is not None)
+    client_cost = p.overhead_pct
+    if traffic.fixed_lengths(sv.run.scenario.get("workload", {})):
+        bunched = ("client cost < 0: tokens reached the client bunched after the profiler's start blocked the "
+                   "server's event loop (not a speed-up)" + ("; 'GPU-side cost' is the cost" if cost is not None else "")
+                   if p.overhead_pct is not None and p.overhead_pct < 0 else "")
+        limited = _limited_note(p, s.steps, s.step_ms_mean, mixed is not None)
+    else:
+        rate = _decode_rate(p, s.steps, s.step_ms_mean, mixed is not None)
+        gpu_side = 100.0 * (1.0 - rate / p.baseline_output_tok_s) if rate and p.baseline_output_tok_s else None
+        bunched, limited = "", _variable_note(p, gpu_side)
+        cost = client_cost = None
     note = "; ".join(x for x in (why, f"{s.source} ops" if s.source == "cpu" else "", bunched, limited,
                                  _phase_note(p.window_prefill_share), _mixed_note(mixed, gemm_med, pred, batch),
                                  _coverage_note(p, s), _heavy_note(s), *p.warnings) if x)
     return [label, p.label, f"{t.role} {t.pid}", _pct(p.window_prefill_share), s.steps, ms(s.step_ms_median), ms(s.step_ms_mean),
             ms(c.get("int4_gemm")), ms(gemm_med), ms(pred), batch, ms(c.get("gemm")), ms(c.get("attention")),
             ms(c.get("comm")), ms(rest), ms(s.idle_ms_mean), cost,
-            p.overhead_pct, note]
+            client_cost, note]
 
 
 def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
@@ -196,7 +220,8 @@ def timeline_section(doc: Doc, engines: dict, kruns: list[KernelRun]) -> None:
               "'GPU-side cost' is the capture's cost from the timeline: the window's decode rate (requests decoding "
               "mid-window x 1000 / mean step ms) against the output tok/s of an uncaptured window one wave earlier in "
               f"the same pass (not given below {LIMITED_REFERENCE:g}%: something after the GPU then limited the "
-              "reference); "
+              "reference; nor with variable lengths, where two seconds of different requests can differ by more "
+              "than a capture costs: the notes give their difference); "
               "'client cost' compares output tok/s reaching the client "
               "inside the window with an uncaptured window of the same pass, which is invalid when the profiler's "
               "start blocks the server's event loop (tokens then arrive bunched: the notes say so).")
