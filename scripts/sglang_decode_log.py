@@ -56,6 +56,8 @@ def passes_per_s(path: str, min_running: int) -> tuple[float, float, int]:
 def summary(rows: list[tuple[str, int, float]], min_running: int | None = None) -> dict:
     """ms per token per running request over the intervals with at least min_running requests (default: 90% of
     the most seen, the plateau of a closed loop): count, p10, median, p90, mean, max."""
+    if not rows:
+        raise SystemExit("no Decode batch line in the log (an SGLang server log at --log-level info or finer?)")
     floor = min_running if min_running is not None else int(0.9 * max(r for _, r, _ in rows))
     ms = sorted(r * 1000.0 / tok_s for _, r, tok_s in rows if r >= floor and tok_s > 0)
     if not ms:

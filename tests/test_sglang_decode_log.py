@@ -46,3 +46,5 @@ def test_parse_and_errors(tmp_path, capsys):
     assert "median 8.00" in out and "over 1 plateau seconds: decode 40.0, prefill 1.0" in out
     with pytest.raises(SystemExit, match="at least 65 requests"):
         sdl.summary(sdl.intervals(str(log)), min_running=65)
+    with pytest.raises(SystemExit, match="no Decode batch line"):
+        sdl.summary([])
