@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from llmcompare.analysis.keepup import keepup
 from llmcompare.schema.request_lines import records
 
 
@@ -21,10 +22,11 @@ def drains(run_dir: str, engine: str, tail_s: float = 5.0) -> list[dict]:
     out = []
     for cell, recs in records(run_dir, engine).items():
         ok = [r for r in recs if r.success and r.chunk_ms]
-        if not ok:
+        k = keepup(recs)  # its drain_s: last send to last reply, as the report's keep-up figures define it
+        if not ok or k is None:
             continue
-        send = max(r.dispatch_s for r in ok)
-        end = max(r.dispatch_s + r.e2el_ms / 1000.0 for r in ok)
+        send = max(r.dispatch_s for r in recs)
+        end = send + k.drain_s
         tokens = sum(len(r.chunk_ms) for r in ok)  # chunks: ~1 token each here (the report's tokens/chunk)
         after = sum(1 for r in ok for c in r.chunk_ms if r.dispatch_s + c / 1000.0 > send)
         last = [b - a for r in ok for a, b in zip(r.chunk_ms, r.chunk_ms[1:], strict=False)

@@ -24,33 +24,31 @@ DECODE = re.compile(r"^\[(?P<t>[^\]]+)\] Decode batch, #running-req: (?P<running
                     r"gen throughput \(token/s\): (?P<tok_s>[\d.]+)")
 
 
-def intervals(path: str) -> list[tuple[str, int, float]]:
-    """(timestamp, requests running, gen tok/s) of each Decode batch line, in log order."""
+def read(path: str) -> tuple[list[tuple[str, int, float]], list[str], int]:
+    """One pass over the log: (timestamp, requests running, gen tok/s) of each Decode batch line in log order, the
+    timestamps of its Prefill batch lines, and the decode passes per Decode batch line (its decode_log_interval)."""
     opener = lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt", errors="replace") as f:
-        found = (DECODE.match(line) for line in f)
-        return [(m["t"], int(m["running"]), float(m["tok_s"])) for m in found if m]
-
-
-def passes_per_s(path: str, min_running: int) -> tuple[float, float, int]:
-    """(decode passes / s, prefill passes / s, seconds counted) over the seconds with a Decode batch line of at
-    least min_running requests."""
-    opener = lzma.open if path.endswith(".xz") else open
-    every, decode, prefill, plateau = 40, {}, {}, set()
+    rows, prefill, every = [], [], 40
     with opener(path, "rt", errors="replace") as f:
         for line in f:
             if m := DECODE.match(line):
-                decode[m["t"]] = decode.get(m["t"], 0) + 1
-                if int(m["running"]) >= min_running:
-                    plateau.add(m["t"])
+                rows.append((m["t"], int(m["running"]), float(m["tok_s"])))
             elif m := PREFILL.match(line):
-                prefill[m["t"]] = prefill.get(m["t"], 0) + 1
+                prefill.append(m["t"])
             elif m := INTERVAL.search(line):
                 every = int(m[1])
-    n = len(plateau)
-    if not n:
+    return rows, prefill, every
+
+
+def passes_per_s(rows: list[tuple[str, int, float]], prefill: list[str], every: int,
+                 min_running: int) -> tuple[float, float, int]:
+    """(decode passes / s, prefill passes / s, seconds counted) over the seconds with a Decode batch line of at
+    least min_running requests."""
+    plateau = {t for t, running, _ in rows if running >= min_running}
+    if not plateau:
         return 0.0, 0.0, 0
-    return every * sum(decode[t] for t in plateau) / n, sum(prefill.get(t, 0) for t in plateau) / n, n
+    decode = sum(1 for t, _, _ in rows if t in plateau)
+    return every * decode / len(plateau), sum(1 for t in prefill if t in plateau) / len(plateau), len(plateau)
 
 
 def summary(rows: list[tuple[str, int, float]], min_running: int | None = None) -> dict:
@@ -72,11 +70,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("log")
     ap.add_argument("--min-running", type=int, default=None)
     a = ap.parse_args(argv)
-    s = summary(intervals(a.log), a.min_running)
+    rows, prefill, every = read(a.log)
+    s = summary(rows, a.min_running)
     print(f"{a.log}: {s['lines']} Decode batch lines, {s['intervals']} with >= {s['min_running']} running")
     print("  ms per token per running request: p10 {p10_ms:.2f}, median {median_ms:.2f}, p90 {p90_ms:.2f}, "
           "mean {mean_ms:.2f}, max {max_ms:.2f}".format(**s))
-    dec, pre, n = passes_per_s(a.log, s["min_running"])
+    dec, pre, n = passes_per_s(rows, prefill, every, s["min_running"])
     print(f"  passes a second over {n} plateau seconds: decode {dec:.1f}, prefill {pre:.1f}")
 
 

@@ -3,13 +3,12 @@ twice SGLang's, its gap between tokens at the drain's small batches staying ~8 m
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from script_module import load
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("drain_cost", ROOT / "scripts/drain_cost.py")
-dc = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(dc)
+dc = load("drain_cost")
 
 RUN = str(ROOT / "reports/h100-three-engines-c64/qwen-highload-h200-20261207-000040")
 

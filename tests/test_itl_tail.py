@@ -4,15 +4,13 @@ pass; vLLM's, whose prefill rides inside its decode steps, are few."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_module import load
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("itl_tail", ROOT / "scripts/itl_tail.py")
-it = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(it)
+it = load("itl_tail")
 
 RUN = str(ROOT / "reports/h100-three-engines-c64/qwen-highload-h200-20261207-000040")
 

@@ -1,13 +1,15 @@
 """The report's per-step table (report/timeline.py): measured int4 GEMM per step beside kernel-bench's prediction
 at the point's batch, the rest named with numbers; telemetry rows and the 'unavailable' line."""
 
+from pathlib import Path
+
 import pytest
 from test_attribution import table
 from test_timeline import kernel_events
 
 from llmcompare.profile import timeline
 from llmcompare.report import timeline as R
-from llmcompare.report.build import Served
+from llmcompare.report.build import Served, build_report
 from llmcompare.report.doc import Doc
 from llmcompare.report.telemetry import telemetry_section
 from llmcompare.schema import profile
@@ -147,9 +149,6 @@ def test_variable_lengths_get_no_capture_cost_and_the_note_gives_the_windows_dif
 
 def test_a_committed_sharegpt_pass_reports_its_windows_difference_not_a_cost(tmp_path):
     """vLLM's and SGLang's ShareGPT-like passes on one H100 (session 30): the windows 2.7% and 28% apart."""
-    from pathlib import Path
-
-    from llmcompare.report.build import build_report
     run = Path(__file__).resolve().parents[1] / "reports/h100-three-engines-c64/qwen-highload-h200-20261207-002100"
     md = (Path(build_report([str(run)], str(tmp_path / "r"))) / "report.md").read_text()
     rows = {r.split(" | ")[0][2:]: r for r in md.splitlines() if "| c=64 | engine-core" in r or "| c=64 | scheduler" in r}

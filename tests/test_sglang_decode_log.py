@@ -5,34 +5,33 @@ lengths it is ~8.8 ms, the time its separate prefill passes take between decode 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_module import load
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("sglang_decode_log", ROOT / "scripts/sglang_decode_log.py")
-sdl = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sdl)
+sdl = load("sglang_decode_log")
 
 SHAREGPT = ROOT / "reports/h100-three-engines-c64/qwen-highload-h200-20261207-000040/sglang.server.log.xz"
 FIXED = ROOT / "reports/h100-sglang-vllm-c64/three-engines-h200-20261206-185301/sglang.server.log.xz"
 
 
 def test_fixed_length_intervals_match_the_profiled_step():
-    s = sdl.summary(sdl.intervals(str(FIXED)))
+    s = sdl.summary(sdl.read(str(FIXED))[0])
     assert s["lines"] == 253 and s["min_running"] == 57
     assert 7.10 < s["median_ms"] < 7.25  # the profiled pass's decode step: 7.156 ms
 
 
 def test_sharegpt_intervals_are_longer_than_the_decode_step():
-    s = sdl.summary(sdl.intervals(str(SHAREGPT)))
+    rows, prefill, every = sdl.read(str(SHAREGPT))
+    s = sdl.summary(rows)
     assert s["lines"] == 660 and s["intervals"] == 487
     assert 8.6 < s["median_ms"] < 9.1 and s["p10_ms"] > 7.5
-    decode, prefill, seconds = sdl.passes_per_s(str(SHAREGPT), s["min_running"])
-    assert seconds > 150 and 105 < decode < 118 and 17 < prefill < 21  # ~19 prefill passes a second
+    decode, per_s, seconds = sdl.passes_per_s(rows, prefill, every, s["min_running"])
+    assert every == 40 and seconds > 150 and 105 < decode < 118 and 17 < per_s < 21  # ~19 prefill passes a second
     # fixed lengths prefill only at the waves' starts
-    assert sdl.passes_per_s(str(FIXED), 57)[1] < 4
+    assert sdl.passes_per_s(*sdl.read(str(FIXED)), 57)[1] < 4
 
 
 def test_parse_and_errors(tmp_path, capsys):
@@ -40,11 +39,11 @@ def test_parse_and_errors(tmp_path, capsys):
     log.write_text("[2026-12-07 00:09:58] Decode batch, #running-req: 64, #token: 9, token usage: 0.02, cuda graph: "
                    "True, gen throughput (token/s): 8000.00, #queue-req: 0\n"
                    "[2026-12-07 00:09:58] Prefill batch, #new-seq: 1, #new-token: 8, #running-req: 63\n")
-    assert sdl.intervals(str(log)) == [("2026-12-07 00:09:58", 64, 8000.0)]
+    assert sdl.read(str(log)) == ([("2026-12-07 00:09:58", 64, 8000.0)], ["2026-12-07 00:09:58"], 40)
     sdl.main([str(log)])
     out = capsys.readouterr().out
     assert "median 8.00" in out and "over 1 plateau seconds: decode 40.0, prefill 1.0" in out
     with pytest.raises(SystemExit, match="at least 65 requests"):
-        sdl.summary(sdl.intervals(str(log)), min_running=65)
+        sdl.summary(sdl.read(str(log))[0], min_running=65)
     with pytest.raises(SystemExit, match="no Decode batch line"):
         sdl.summary([])

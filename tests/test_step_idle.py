@@ -4,13 +4,12 @@ waits a steady ~0.7 ms a step (reports/h100-profile-sharegpt-c64/README.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from script_module import load
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("step_idle", ROOT / "scripts/step_idle.py")
-si = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(si)
+si = load("step_idle")
 
 SHAREGPT = ROOT / "reports/h100-profile-sharegpt-c64/qwen-highload-h200-20261206-222918"
 FIXED = ROOT / "reports/h100-sglang-c64/three-engines-h200-20261206-162146"
