@@ -6,6 +6,11 @@ plus whatever ran or waited between steps (prefill batches, host work). A profil
 sees every interval of the run. It also counts the passes a second (decode: 40 per Decode batch line, or the log's
 decode_log_interval; prefill: one per Prefill batch line) over the plateau's seconds, from the log's 1-s stamps
 (coarse: a second is counted when a Decode batch line in it had the plateau's running requests).
+
+With --enable-mixed-chunk the running requests also get a token in each mixed prefill pass, and SGLang 0.5.15 does
+not count those in the Decode batch line's gen throughput (batch_result_processor adds len(batch.reqs) for decode
+passes only; the interval's time includes the mixed passes), so ms per token reads high there: the script says so.
+Its /metrics counter (sglang:generation_tokens_total, added per finished request) is not affected.
 reports/h100-three-engines-c64/README.md used it.
 
   python scripts/sglang_decode_log.py sglang.server.log[.xz] [--min-running N]
@@ -19,6 +24,7 @@ import re
 import statistics
 
 PREFILL = re.compile(r"^\[(?P<t>[^\]]+)\] Prefill batch")
+MIXED = re.compile(r"enable_mixed_chunk=(True|False)")
 INTERVAL = re.compile(r"decode_log_interval=(\d+)")
 DECODE = re.compile(r"^\[(?P<t>[^\]]+)\] Decode batch, #running-req: (?P<running>\d+),.*"
                     r"gen throughput \(token/s\): (?P<tok_s>[\d.]+)")
@@ -38,6 +44,17 @@ def read(path: str) -> tuple[list[tuple[str, int, float]], list[str], int]:
             elif m := INTERVAL.search(line):
                 every = int(m[1])
     return rows, prefill, every
+
+
+def mixed_chunk(path: str) -> bool | None:
+    """Whether the server ran with --enable-mixed-chunk, from its ServerArgs line near the log's start (None: no
+    such line)."""
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt", errors="replace") as f:
+        for line in f:
+            if m := MIXED.search(line):
+                return m[1] == "True"
+    return None
 
 
 def passes_per_s(rows: list[tuple[str, int, float]], prefill: list[str], every: int,
@@ -77,6 +94,9 @@ def main(argv: list[str] | None = None) -> None:
           "mean {mean_ms:.2f}, max {max_ms:.2f}".format(**s))
     dec, pre, n = passes_per_s(rows, prefill, every, s["min_running"])
     print(f"  passes a second over {n} plateau seconds: decode {dec:.1f}, prefill {pre:.1f}")
+    if mixed_chunk(a.log):
+        print("  mixed chunk on: the running requests' tokens from mixed prefill passes are not in the Decode batch "
+              "lines' gen throughput, so ms per token reads high; use the engine's counter or the client's TPOT")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,13 @@ def test_parse_and_errors(tmp_path, capsys):
     sdl.main([str(log)])
     out = capsys.readouterr().out
     assert "median 8.00" in out and "over 1 plateau seconds: decode 40.0, prefill 1.0" in out
+    assert "mixed chunk on" not in out and sdl.mixed_chunk(str(log)) is None
+    mixed = tmp_path / "mixed.server.log"
+    mixed.write_text("[2026-12-07 00:09:00] server_args=ServerArgs(model_path='m', enable_mixed_chunk=True, "
+                     "decode_log_interval=40)\n" + log.read_text())
+    sdl.main([str(mixed)])
+    assert "mixed chunk on" in capsys.readouterr().out
+    assert sdl.mixed_chunk(str(SHAREGPT)) is False  # SGLang as shipped
     with pytest.raises(SystemExit, match="at least 65 requests"):
         sdl.summary(sdl.read(str(log))[0], min_running=65)
     with pytest.raises(SystemExit, match="no Decode batch line"):
