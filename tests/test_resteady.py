@@ -62,3 +62,16 @@ def test_half_and_waves_together_are_refused(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "scripts/resteady.py"), "--half", "--waves", str(d)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "give one of them" in r.stderr
+
+
+def test_drain_adds_the_rate_before_the_drain_and_nothing_else(tmp_path):
+    d = synchronized_run(tmp_path, (2 * WAVE_S + 0.7, (WAVES - 1) * WAVE_S))
+    assert load_run(d).engines["e"].points[0].before_drain_tok_s is None  # a file before session 31
+    _resteady()(str(d), drain_only=True)
+    (p,) = load_run(d).engines["e"].points
+    # every slot busy up to the last send (wave 12's start): waves 1-11 whole, C * 50 tokens a wave
+    assert p.before_drain_tok_s == pytest.approx(C * 50 / WAVE_S, rel=0.01)
+    assert p.steady.output_throughput == 123.0 and p.half_steady_tok_s is None and p.waves_steady_tok_s is None
+    r = subprocess.run([sys.executable, str(ROOT / "scripts/resteady.py"), "--half", "--drain", str(d)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "give one of them" in r.stderr

@@ -247,6 +247,23 @@ def test_a_reason_is_worded_once_in_new_and_older_files():
     assert "has no steady state (MSER-5's minimum" in row.why
 
 
+def test_the_rate_before_the_drain_keeps_the_warm_up_and_leaves_out_the_drain():
+    """The drain check's figure (PointResult.before_drain_tok_s): from the point's start to where the steady rule's
+    search ends (the last send here; where 4 of 8 slots stopped, with a client process done early)."""
+    warm = lambda t: 0.25 + 0.75 * min(1.0, t / 20)  # noqa: E731  as above: a quarter speed at 0, full from 20 s
+    recs = closed_loop(8, 1000, warm)
+    last = max(r.dispatch_s for r in recs)
+    rate = steady.before_drain(recs, 8)
+    assert rate == pytest.approx(steady.tokens_between(recs, 0.0, last) / last)
+    whole = sum(r.output_tokens for r in recs) / max(r.dispatch_s + r.e2el_ms / 1000 for r in recs)
+    st = steady.steady(recs, 8)
+    assert whole < rate < st.output_throughput  # the drain out, the warm-up in
+    early = closed_loop(8, 1000, lambda t: 1.0, stop_early=(4, 60.0))
+    end = steady.find(early, 8)[0].end_s  # in flight below target from ~60 s
+    assert steady.before_drain(early, 8) == pytest.approx(steady.tokens_between(early, 0.0, end) / end)
+    assert steady.before_drain([], 8) is None
+
+
 def test_the_first_half_is_what_a_point_half_as_long_would_have_measured():
     # full speed for the first ~60 s (the first ~480 of 1,000 requests), then 20% slower: the first half's steady
     # rate is the full-speed rate, the whole point's lower; a point too short for the rule says why

@@ -210,9 +210,10 @@ def test_the_verdict_table_gives_tail_latency_beside_throughput(tmp_path):
     c1 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=1 |")).split(" | ")
     assert c1[10] == "not checked: the verdict is on whole points"  # the length check's column
     assert c1[11] == "not checked: the verdict is on whole points"  # the wave-phase check's (fixed lengths)
-    assert c1[12].startswith("+100.0% [") and c1[12].endswith("] slower") and c1[13] == "–"
+    assert c1[12].startswith("no figure before the drain on file")  # the drain check's (whole points)
+    assert c1[13].startswith("+100.0% [") and c1[13].endswith("] slower") and c1[14] == "–"
     c8 = next(ln for ln in md.splitlines() if ln.startswith("| b | c=8 |")).split(" | ")
-    assert c8[12] == "–"  # no p99 TTFT at c=8: no verdict on it
+    assert c8[13] == "–"  # no p99 TTFT at c=8: no verdict on it
 
 
 def mser_point(i, repeat, whole, rate, half=None, no_steady=None):
@@ -340,3 +341,43 @@ def test_a_crossover_resting_on_a_verdict_that_does_not_hold_says_so(tmp_path):
     md = (build_report([str(write_run(tmp_path, [a, b]))], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
     assert "; not yet a verdict that holds at c=8 (wave-phase check))" in md  # the win map's sentence
     assert "at 1 place (1 of them on a verdict that does not hold yet)" in md  # the answer's
+
+
+def drained(name, wholes, befores):
+    """An engine whose 3 repeats have no steady state (whole-point verdicts), whole-point rates `wholes` and rates
+    before their drains `befores` (None: a file before session 31)."""
+    points = [dataclasses.replace(mser_point(0, r, w, 0.0, no_steady="MSER-5's minimum lies in the second half"),
+                                  before_drain_tok_s=b) for r, (w, b) in enumerate(zip(wholes, befores, strict=True))]
+    return EngineRecord(name=name, kind="vllm", status="complete", machine=ONE, points=points)
+
+
+def test_the_drain_check_says_where_a_whole_point_verdict_rests_on_the_drains(tmp_path):
+    """reports/h100-three-engines-c64: TurboMind's whole points hold drains twice as long as the others'. Where the
+    points with their drains left out give another word, the verdict would change as the points grow longer."""
+    a = drained("a", [100.0, 101.0, 99.0], [110.0, 111.0, 109.0])
+    (row,) = verdict.compare(drained("b", [80.0, 81.0, 79.0], [95.0, 96.0, 94.0]), a)  # slower either way
+    assert row.gap.word == "slower" and row.drain.word == "slower" and not row.rests_on_drain
+    assert row.drain.pct == pytest.approx(95.0 / 110.0 * 100 - 100) and row.failed_check is None
+    b = drained("b", [90.0, 91.0, 89.0], [110.0, 112.0, 108.0])  # 10% slower whole; level before the drains
+    (row,) = verdict.compare(b, a)
+    assert row.gap.word == "slower" and row.drain.word == "no significant difference" and row.rests_on_drain
+    assert row.failed_check == "drain check" and row.half is None
+    md = (build_report([str(write_run(tmp_path, [a, b]))], str(tmp_path / "r"), baseline="a") / "report.md").read_text()
+    assert "drains left out (whole points): gap % [95%]" in md and ": the verdict's word differs" in md
+    assert "Drain check: the verdict rests on the points' drains at b c=1 (-10.0% [" in md
+    assert "it rests on the whole points' drains (drain check) (Verdict, below)." in md  # said in the answer too
+    assert "Drain check (throughput verdicts on whole points)" in md  # the method
+
+
+def test_the_drain_check_says_why_it_cannot_be_made_and_holds_where_it_agrees(tmp_path):
+    a = drained("a", [100.0, 101.0, 99.0], [110.0, 111.0, 109.0])
+    (row,) = verdict.compare(drained("b", [80.0, 81.0, 79.0], [95.0, None, 94.0]), a)  # a file before session 31
+    assert row.drain is None and row.drain_why.startswith("no figure before the drain on file")
+    steady_rows = verdict.compare(halves("b", [90.0, 91.0, 89.0], [90.0, 91.0, 89.0]),
+                                  halves("a", [100.0, 101.0, 99.0], [100.0, 101.0, 99.0]))
+    assert steady_rows[0].drain is None and steady_rows[0].drain_why == ""  # steady verdicts hold no drain
+    (row,) = verdict.compare(drained("b", [80.0, 81.0, 79.0], [95.0, 96.0, 94.0]), a, "median_tpot_ms")
+    assert row.drain is None and row.drain_why == ""  # latency verdicts: no drain check
+    md = (build_report([str(write_run(tmp_path, [a, drained("b", [80.0, 81.0, 79.0], [95.0, 96.0, 94.0])]))],
+                       str(tmp_path / "r"), baseline="a") / "report.md").read_text()
+    assert "Drain check: at every whole-point row checked (1 of 1) the points with their drains left out" in md

@@ -162,6 +162,16 @@ def first_half(records: Sequence[RequestRecord], concurrency: int | None) -> tup
     return (st.output_throughput, None) if st else (None, why)
 
 
+def before_drain(records: Sequence[RequestRecord], concurrency: int | None) -> float | None:
+    """Output tok/s from the point's start to where its drain begins (end_bound: the last send, or where a closed
+    loop's requests in flight fell below target for good): the whole point with its drain left out and its warm-up
+    kept (PointResult.before_drain_tok_s), for the verdict's drain check (analysis/verdict.py). None: no request."""
+    got = end_bound(records, concurrency)
+    if got is None or got[0] <= 0:
+        return None
+    return tokens_between(records, 0.0, got[0]) / got[0]
+
+
 def wave_edges(records: Sequence[RequestRecord], c: int | None) -> list[float]:
     """The wave boundaries of a closed loop of concurrency c, s from the point's start: 0, then the c-th, 2c-th, ...
     completion (wave j runs from the (j-1)c-th completion to the jc-th). [] for an open loop."""

@@ -50,6 +50,15 @@ completion; run.json's waves_steady_tok_s) gives a gap with its interval, as abo
 rises and falls once a wave, and the rule's windows start and end inside waves, so the figure weighs the phase
 of the waves they cut. Where the verdict's word differs over whole waves, the verdict depends on that phase, and
 the report says so (reports/h100-map-fixed: 10-wave points, the phase moved single points by -2.1% to +3.5%).
+
+Drain check (throughput verdicts on whole points): a whole point holds its drain, the last seconds in which the
+requests still in flight finish at ever smaller batches; the drain lasts about as long at any point length, so its
+share of the point, and with it the whole-point gap, changes with the point's length (reports/h100-three-engines-c64:
+TurboMind's drains lasted 9.4-15.0 s, 17-20% of its points, the others' 5.2-8.3 s). Each point's output rate from its start to its
+drain's start (the end of the steady rule's search, analysis/steady.end_bound; warm-up kept; run.json's
+before_drain_tok_s) gives a gap with its interval, as above. Where its word differs from the verdict's, the verdict
+rests on the drain and would change as the points grow longer, and the report says so. The warm-up stays in, so
+agreement is a necessary condition, not a proof of invariance.
 """
 
 # two-sided 95%: t(0.975, df) for df = 1..30; beyond, the Cornish-Fisher expansion around z
@@ -245,11 +254,24 @@ class Row:
     half_why: str = ""
     waves: Gap | None = None  # the wave-phase check's gap over whole waves (METHOD); None: waves_why says why
     waves_why: str = ""
+    drain: Gap | None = None  # the drain check's gap with the drains left out (METHOD); None: drain_why says why
+    drain_why: str = ""
 
     @property
     def moved_with_phase(self) -> bool:
         """Over whole waves the verdict's word differs (METHOD, wave-phase check)."""
         return bool(self.waves and self.waves.lo_pct is not None and self.waves.word != self.gap.word)
+
+    @property
+    def failed_check(self) -> str | None:
+        """The check (METHOD) by which this verdict does not hold yet, or None."""
+        return ("length check" if self.moved_with_length else "wave-phase check" if self.moved_with_phase
+                else "drain check" if self.rests_on_drain else None)
+
+    @property
+    def rests_on_drain(self) -> bool:
+        """With the drains left out the verdict's word differs (METHOD, drain check)."""
+        return bool(self.drain and self.drain.lo_pct is not None and self.drain.word != self.gap.word)
 
     @property
     def moved_with_length(self) -> bool:
@@ -283,8 +305,9 @@ def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throug
             if both and better:
                 row.half, row.half_why = half_gap(cp[key], bp[key])
                 row.waves, row.waves_why = waves_gap(cp[key], bp[key])
-            else:
-                row.half_why = "not checked: the verdict is on whole points" if better else ""
+            elif better:
+                row.half_why = "not checked: the verdict is on whole points"
+                row.drain, row.drain_why = drain_gap(cp[key], bp[key])
             rows.append(row)
     return rows
 
@@ -309,6 +332,15 @@ def half_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None, 
             return None, "no first-half figure on file (a run before session 20; scripts/resteady.py --half adds it)"
     src = "steady-state rate (first half)"
     g = gap(from_values([p.half_steady_tok_s for p in cp], src), from_values([p.half_steady_tok_s for p in bp], src))
+    return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")
+
+
+def drain_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None, str]:
+    """The drain check's gap on the points' rates before their drains; or None and why it cannot be made."""
+    if any(p.before_drain_tok_s is None for p in cp + bp):
+        return None, "no figure before the drain on file (a run before session 31: scripts/resteady.py --drain adds it)"
+    src = "whole point before its drain"
+    g = gap(from_values([p.before_drain_tok_s for p in cp], src), from_values([p.before_drain_tok_s for p in bp], src))
     return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")
 
 

@@ -189,14 +189,17 @@ def traffic_sentence(run, rows) -> str | None:
 
 
 def checks_sentence(pairs: list) -> str | None:
-    """pairs: (engine label, verdict.Row). The rows whose verdict moved with the point's length (the length check)
-    or with where its steady windows cut the waves (the wave-phase check, which only fixed-length points carry a
-    figure for: verdict.METHOD), when any did: those words above are not yet verdicts that hold."""
+    """pairs: (engine label, verdict.Row). The rows whose verdict moved with the point's length (the length check),
+    with where its steady windows cut the waves (the wave-phase check, which only fixed-length points carry a
+    figure for), or rests on the whole points' drains (the drain check: verdict.METHOD), when any did: those words
+    above are not yet verdicts that hold."""
     length = [f"{lb} {r.key.label}" for lb, r in pairs if r.moved_with_length]
     phase = [f"{lb} {r.key.label}" for lb, r in pairs if r.moved_with_phase]
+    drain = [f"{lb} {r.key.label}" for lb, r in pairs if r.rests_on_drain]
     parts = ([f"at {listed(length)} it moved with the point's length (length check)"] if length else []) + \
         ([f"at {listed(phase)} it depends on where the steady windows cut the waves (wave-phase check)"] if phase
-         else [])
+         else []) + \
+        ([f"at {listed(drain)} it rests on the whole points' drains (drain check)"] if drain else [])
     return ("Not yet verdicts that hold: " + "; ".join(parts) + " (Verdict, below).") if parts else None
 
 

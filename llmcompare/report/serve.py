@@ -60,16 +60,20 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     kinds = {(lb, r.key): traffic_of(engines[lb].run, r.key) for lb, r in all_rows}
     tails = tail_latency(engines, baseline, figures, cross_machine)
     waves = any(traffic.synchronized(k) for k in kinds.values())  # fixed-length rows: the wave-phase check's column
+    drains = any(r.drain is not None or r.drain_why for _, r in all_rows)  # whole-point rows: the drain check's
     doc.table(["engine", "point", "output tok/s", f"{baseline} output tok/s", "gap % [95% interval]", "verdict",
                "from", "why this figure", "whole-point gap %", "interval", "first half of each point: gap % [95%]",
                *(["steady windows over whole waves (fixed lengths): gap % [95%]"] if waves else []),
+               *(["drains left out (whole points): gap % [95%]"] if drains else []),
                "TTFT p99 difference %", "TPOT p99 difference %", "traffic"],
               [[lb, r.key.label, _ci(r.candidate), _ci(r.baseline), r.gap.text(),
                 r.gap.word + (" (across machines)" if r.machines else ""), r.candidate.source, r.why,
                 r.whole.text() if r.whole else "(the verdict's)", r.candidate.method, _half_cell(r),
                 *([_waves_cell(r) if traffic.synchronized(kinds[(lb, r.key)]) else "–"] if waves else []),
+                *([_drain_cell(r)] if drains else []),
                 *tails.get((lb, r.key), ("–", "–")), kinds[(lb, r.key)]] for lb, r in all_rows])
     length_note(doc, all_rows)
+    drain_note(doc, all_rows)
     phase_note(doc, [(lb, r) for lb, r in all_rows if traffic.synchronized(kinds[(lb, r.key)])])
     open_loop_note(doc, all_rows, engines, baseline)
     if waves:
@@ -94,6 +98,30 @@ def _waves_cell(r: verdict.Row) -> str:
     if r.waves is None:
         return r.waves_why or "not checked: the verdict is on whole points"
     return f"{r.waves.text()} {r.waves.word}" + (": the verdict's word differs" if r.moved_with_phase else "")
+
+
+def _drain_cell(r: verdict.Row) -> str:
+    if r.drain is None:
+        return r.drain_why or "not checked: the verdict is on steady-state rates"
+    return f"{r.drain.text()} {r.drain.word}" + (": the verdict's word differs" if r.rests_on_drain else "")
+
+
+def drain_note(doc: Doc, rows: list) -> None:
+    """What the drain check (verdict.METHOD) found over the whole-point rows."""
+    checked = [(lb, r) for lb, r in rows if r.drain is not None]
+    if not checked:
+        return
+    moved = [f"{lb} {r.key.label} ({r.gap.text()} {r.gap.word}; drains left out {r.drain.text()} {r.drain.word})"
+             for lb, r in checked if r.rests_on_drain]
+    if moved:
+        doc.p("Drain check: the verdict rests on the points' drains at " + "; ".join(moved) + ". A drain lasts "
+              "about as long at any point length, so a longer point would give another verdict there: these rows "
+              "are not verdicts that hold.")
+    else:
+        doc.p(f"Drain check: at every whole-point row checked ({len(checked)} of {len(rows)}) the points with their "
+              "drains left out give the same verdict; the magnitude differs because a whole point's drain is a "
+              "share of it that shrinks as points grow longer (the warm-up stays in: a necessary condition, not a "
+              "proof).")
 
 
 def phase_note(doc: Doc, rows: list) -> None:

@@ -95,9 +95,8 @@ def _where(x: Crossover) -> str:
 
 
 def not_holding(x: Crossover) -> list[str]:
-    """The sides of a crossover whose verdict does not hold yet (the length or wave-phase check: verdict.METHOD)."""
-    return [f"{r.key.label} ({'length check' if r.moved_with_length else 'wave-phase check'})"
-            for r in (x.before, x.after) if r.moved_with_length or r.moved_with_phase]
+    """The sides of a crossover whose verdict does not hold yet (the length, wave-phase or drain check: verdict.METHOD)."""
+    return [f"{r.key.label} ({r.failed_check})" for r in (x.before, x.after) if r.failed_check]
 
 
 def crossover_sentence(wm: WinMap, sig: list[Crossover], loose: list[Crossover]) -> str:

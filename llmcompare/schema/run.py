@@ -239,6 +239,10 @@ class PointResult:
     # tok/s (analysis/steady.whole_waves; fixed lengths in a closed loop, whose requests move in waves; None: other
     # traffic, no steady window, less than one whole wave, or files before session 25: resteady.py --waves adds it)
     waves_steady_tok_s: float | None = None
+    # the drain check (analysis/verdict.py): output tok/s from the point's start to its drain's start (the whole
+    # point with its drain left out, warm-up kept; analysis/steady.before_drain; None: files before session 31,
+    # scripts/resteady.py --drain adds it)
+    before_drain_tok_s: float | None = None
     converge_stop: str | None = None  # load.converge: "converged" | "time up" | "requests used up"; None: not asked (or older files)
     # load.converge's live rule when it stopped the sending (serve/converge.py; None: it never did, or files before
     # session 24): s from the point's start, and its last check's batch-means relative half-width (a fraction; None:

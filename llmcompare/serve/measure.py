@@ -241,6 +241,7 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     res.steady, why = steady.find(pr.records, res.concurrency, cv.rel_halfwidth if cv else steady.DEFAULT_TARGET)
     res.no_steady = why or None
     res.half_steady_tok_s, res.half_no_steady = steady.first_half(pr.records, res.concurrency)
+    res.before_drain_tok_s = steady.before_drain(pr.records, res.concurrency)
     if traffic.fixed_lengths({"dataset": b.s.workload.dataset, "ignore_eos": b.s.workload.ignore_eos}):
         res.waves_steady_tok_s = steady.waves_rate(pr.records, res.concurrency, res.steady)  # requests in waves
     if cv is not None:  # it stopped when converged, or ran out of time (or of its max_s worth of requests)
