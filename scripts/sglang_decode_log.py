@@ -11,6 +11,11 @@ With --enable-mixed-chunk the running requests also get a token in each mixed pr
 not count those in the Decode batch line's gen throughput (batch_result_processor adds len(batch.reqs) for decode
 passes only; the interval's time includes the mixed passes), so ms per token reads high there: the script says so.
 Its /metrics counter (sglang:generation_tokens_total, added per finished request) is not affected.
+
+It also gives the prefill rate of full chunks: each Prefill batch line's `input throughput` is that batch's new
+tokens over the time since the previous Prefill batch line (SGLang 0.5.15, metrics_reporter.report_prefill_stats),
+so for a full chunk (#new-token = chunked_prefill_size) that followed another prefill pass it is the prompt tokens a
+second of back-to-back prefill passes; any pass run between them lowers it. reports/h100-sglang-fixed-c64 used it.
 reports/h100-three-engines-c64/README.md used it.
 
   python scripts/sglang_decode_log.py sglang.server.log[.xz] [--min-running N]
@@ -24,6 +29,8 @@ import re
 import statistics
 
 PREFILL = re.compile(r"^\[(?P<t>[^\]]+)\] Prefill batch")
+PREFILL_RATE = re.compile(r"Prefill batch.*#new-token: (\d+),.*input throughput \(token/s\): ([\d.]+)")
+CHUNK = re.compile(r"chunked_prefill_size=(\d+)")
 MIXED = re.compile(r"enable_mixed_chunk=(True|False)")
 INTERVAL = re.compile(r"decode_log_interval=(\d+)")
 DECODE = re.compile(r"^\[(?P<t>[^\]]+)\] Decode batch, #running-req: (?P<running>\d+),.*"
@@ -55,6 +62,20 @@ def mixed_chunk(path: str) -> bool | None:
             if m := MIXED.search(line):
                 return m[1] == "True"
     return None
+
+
+def full_chunk_rates(path: str) -> tuple[int | None, list[float]]:
+    """(chunked_prefill_size from the ServerArgs line, the input throughput (prompt tok/s) of every Prefill batch
+    line whose #new-token equals it); (None, []) without that line."""
+    opener = lzma.open if path.endswith(".xz") else open
+    chunk, rates = None, []
+    with opener(path, "rt", errors="replace") as f:
+        for line in f:
+            if chunk is None and (m := CHUNK.search(line)):
+                chunk = int(m[1])
+            elif chunk is not None and (m := PREFILL_RATE.search(line)) and int(m[1]) == chunk:
+                rates.append(float(m[2]))
+    return chunk, rates
 
 
 def passes_per_s(rows: list[tuple[str, int, float]], prefill: list[str], every: int,
@@ -94,6 +115,11 @@ def main(argv: list[str] | None = None) -> None:
           "mean {mean_ms:.2f}, max {max_ms:.2f}".format(**s))
     dec, pre, n = passes_per_s(rows, prefill, every, s["min_running"])
     print(f"  passes a second over {n} plateau seconds: decode {dec:.1f}, prefill {pre:.1f}")
+    chunk, rates = full_chunk_rates(a.log)
+    if len(rates) > 1:
+        q = statistics.quantiles(rates, n=10)
+        print(f"  prefill of full {chunk}-token chunks ({len(rates)} passes): prompt tok/s p10 {q[0]:.0f}, "
+              f"median {q[4]:.0f}, p90 {q[8]:.0f}")
     if mixed_chunk(a.log):
         print("  mixed chunk on: the running requests' tokens from mixed prefill passes are not in the Decode batch "
               "lines' gen throughput, so ms per token reads high; use the engine's counter or the client's TPOT")

@@ -1,7 +1,8 @@
 """scripts/sglang_decode_log.py on committed SGLang server logs from H100 runs: with fixed 512/256 lengths its
 intervals' median matches the profiled decode step (7.16-7.18 ms, reports/h100-sglang-vllm-c64), with ShareGPT-like
 lengths it is ~8.8 ms, the time its separate prefill passes take between decode steps included
-(reports/h100-three-engines-c64/README.md)."""
+(reports/h100-three-engines-c64/README.md); its prefill of full chunks ran at ~22k prompt tokens a second in
+reports/h100-sglang-fixed-c64."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ sdl = load("sglang_decode_log")
 
 SHAREGPT = ROOT / "reports/h100-three-engines-c64/qwen-highload-h200-20261207-000040/sglang.server.log.xz"
 FIXED = ROOT / "reports/h100-sglang-vllm-c64/three-engines-h200-20261206-185301/sglang.server.log.xz"
+WAVES = ROOT / "reports/h100-sglang-fixed-c64/three-engines-h200-20261207-035111/sglang.server.log.xz"
 
 
 def test_fixed_length_intervals_match_the_profiled_step():
@@ -54,3 +56,13 @@ def test_parse_and_errors(tmp_path, capsys):
         sdl.summary(sdl.read(str(log))[0], min_running=65)
     with pytest.raises(SystemExit, match="no Decode batch line"):
         sdl.summary([])
+
+
+def test_full_chunk_prefill_rate_of_fixed_length_waves(capsys):
+    """64 prompts of 512 tokens a wave: 4 full 8,192-token chunks, at ~22k prompt tokens a second (the Marlin GEMMs
+    alone allow 24.5k at M = 4,096: reports/h100-sglang-fixed-c64/README.md)."""
+    chunk, rates = sdl.full_chunk_rates(str(WAVES))
+    assert chunk == 8192 and len(rates) == 141
+    assert 21_500 < sorted(rates)[len(rates) // 2] < 23_000
+    sdl.main([str(WAVES)])
+    assert "prefill of full 8192-token chunks (141 passes): prompt tok/s p10 2" in capsys.readouterr().out

@@ -381,3 +381,18 @@ def test_the_drain_check_says_why_it_cannot_be_made_and_holds_where_it_agrees(tm
     md = (build_report([str(write_run(tmp_path, [a, drained("b", [80.0, 81.0, 79.0], [95.0, 96.0, 94.0])]))],
                        str(tmp_path / "r"), baseline="a") / "report.md").read_text()
     assert "Drain check: at every whole-point row checked (1 of 1) the points with their drains left out" in md
+
+
+def test_the_drain_check_on_committed_runs():
+    """reports/h100-three-engines-c64 (ShareGPT-like, whole points): every word holds with the drains left out;
+    reports/h100-sglang-fixed-c64 (fixed 512/256): TurboMind's −3.1% rests on its drains (−1.4% without them)."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "reports"
+    three = load_run(root / "h100-three-engines-c64/qwen-highload-h200-20261207-000040").engines
+    for cand in ("turbomind", "vllm"):
+        (row,) = verdict.compare(three[cand], three["sglang"])
+        assert row.candidate.source == "whole point" and row.drain.word == row.gap.word and not row.rests_on_drain
+    fixed = load_run(root / "h100-sglang-fixed-c64/three-engines-h200-20261207-035111").engines
+    (row,) = verdict.compare(fixed["turbomind"], fixed["sglang"])
+    assert row.gap.word == "slower" and round(row.gap.pct, 1) == -3.1
+    assert row.drain.word == "no significant difference" and round(row.drain.pct, 1) == -1.4 and row.rests_on_drain
