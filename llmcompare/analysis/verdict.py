@@ -53,12 +53,13 @@ the report says so (reports/h100-map-fixed: 10-wave points, the phase moved sing
 
 Drain check (throughput verdicts on whole points): a whole point holds its drain, the last seconds in which the
 requests still in flight finish at ever smaller batches; the drain lasts about as long at any point length, so its
-share of the point, and with it the whole-point gap, changes with the point's length (reports/h100-three-engines-c64:
-TurboMind's drains lasted 9.4-15.0 s, 17-20% of its points, the others' 5.2-8.3 s). Each point's output rate from its start to its
-drain's start (the end of the steady rule's search, analysis/steady.end_bound; warm-up kept; run.json's
-before_drain_tok_s) gives a gap with its interval, as above. Where its word differs from the verdict's, the verdict
-rests on the drain and would change as the points grow longer, and the report says so. The warm-up stays in, so
-agreement is a necessary condition, not a proof of invariance.
+share of the point, and with it the whole-point gap, changes with the point's length
+(reports/h100-three-engines-c64: TurboMind's drains lasted 9.4-15.0 s, 17-20% of its points, the others' 5.2-8.3 s).
+Each point's output rate from its start to its drain's start (the end of the steady rule's search,
+analysis/steady.end_bound; warm-up kept; run.json's before_drain_tok_s) gives a gap with its interval, as above.
+Where its word differs from the verdict's, the verdict rests on the drain and would change as the points grow
+longer, and the report says so. The warm-up stays in, so agreement is a necessary condition, not a proof of
+invariance.
 """
 
 # two-sided 95%: t(0.975, df) for df = 1..30; beyond, the Cornish-Fisher expansion around z
