@@ -17,7 +17,7 @@ def test_no_note_for_the_gaps_between_sends_at_low_concurrency():
 def test_a_note_says_what_the_scheduler_held_and_not_where_the_rest_were():
     note = agreement.running_note(EngineCounters(mean_running=142.0, mean_waiting=90.5, target_in_flight=256))
     assert "ran 142.0 requests at once" in note and "kept 256 in flight" in note
-    assert "90.5 waited in its scheduler" in note and "other ~23.5 were outside it" in note
+    assert "90.5 waited in its scheduler" in note and "other ~23.5 were in neither gauge" in note
     assert "not measured which" in note
     bare = agreement.running_note(EngineCounters(mean_running=2.6, target_in_flight=4))
     assert "where the other ~1 were is not measured (no num_requests_waiting)" in bare
@@ -77,7 +77,7 @@ def test_the_running_note_gives_the_ttft_split_where_measured_and_says_not_measu
     c = EngineCounters(mean_running=150.0, mean_waiting=0.5, target_in_flight=256, engine_mean_ttft_ms=100.0,
                        client_mean_ttft_ms=2400.0)
     note = agreement.running_note(c)
-    assert "~105.5 were outside it" in note and "~2300 ms a request outside the engine's clock" in note
+    assert "~105.5 were in neither gauge" in note and "~2300 ms a request outside the engine's clock" in note
     assert "not measured which" not in note
     c.engine_mean_ttft_ms = None
     assert "not measured which" in agreement.running_note(c) and agreement.ttft_text(c) is None

@@ -14,8 +14,11 @@ last of those samples bound it, and it needs MIN_WINDOW_S.
                           RUNNING_SHORT of it, and at least SHORT_REQUESTS fewer, it ran fewer requests at once
                           than the client had in flight, and the report says so, with the engine's mean
                           num_requests_waiting (queued in its scheduler: for a batch slot or KV cache) where it
-                          exports it. Where the others were (its API server, tokenizing, in transit, or between
-                          a reply and the client's next send) is not measured.
+                          exports it. Where the others were (its API server, tokenizing, in transit, between
+                          a reply and the client's next send, or an engine state neither gauge counts: SGLang
+                          0.5.15 sets both only when a prefill batch's results are processed, its running count
+                          then leaving out that batch's own sequences, and at each Decode batch log line, so a
+                          scrape reads the last value set; docs/engines.md) is not measured.
   time to first token     where the engine exports per-request histograms (vLLM): the window's increase of each
                           one's _sum / increase of its _count, in ms: its own TTFT (from its API server's arrival
                           stamp to its processing of the first token), queue (waiting in its scheduler) and prefill
@@ -119,8 +122,9 @@ def running_note(c: EngineCounters | None) -> str | None:
     rest = max(0.0, short - c.mean_waiting)
     where = ttft_text(c)
     return (head + f": {c.mean_waiting:.1f} waited in its scheduler (num_requests_waiting); the other ~{rest:.1f} were "
-            "outside it (its API server, tokenizing, in transit, or between a reply and the next send" +
-            (f"). {where}" if where else ": not measured which)"))
+            "in neither gauge (its API server, tokenizing, in transit, between a reply and the next send, or a state "
+            "of the engine those gauges do not count, such as a prefill batch in progress where the engine sets them "
+            "only between batches" + (f"). {where}" if where else ": not measured which)"))
 
 
 def ttft_text(c: EngineCounters | None) -> str | None:
