@@ -27,6 +27,7 @@ import argparse
 import lzma
 import re
 import statistics
+from typing import NamedTuple
 
 PREFILL = re.compile(r"^\[(?P<t>[^\]]+)\] Prefill batch")
 PREFILL_RATE = re.compile(r"Prefill batch.*#new-token: (\d+),.*input throughput \(token/s\): ([\d.]+)")
@@ -37,45 +38,37 @@ DECODE = re.compile(r"^\[(?P<t>[^\]]+)\] Decode batch, #running-req: (?P<running
                     r"gen throughput \(token/s\): (?P<tok_s>[\d.]+)")
 
 
-def read(path: str) -> tuple[list[tuple[str, int, float]], list[str], int]:
-    """One pass over the log: (timestamp, requests running, gen tok/s) of each Decode batch line in log order, the
-    timestamps of its Prefill batch lines, and the decode passes per Decode batch line (its decode_log_interval)."""
+class Log(NamedTuple):
+    """What one pass over the log gives."""
+
+    rows: list[tuple[str, int, float]]  # per Decode batch line, in log order: (timestamp, running, gen tok/s)
+    prefill: list[str]  # the timestamp of each Prefill batch line
+    every: int  # decode passes per Decode batch line (its decode_log_interval)
+    chunk: int | None  # chunked_prefill_size from the ServerArgs line (None: no such line)
+    chunk_rates: list[float]  # input throughput (prompt tok/s) of each Prefill batch line of exactly `chunk` tokens
+    mixed: bool | None  # enable_mixed_chunk from the ServerArgs line (None: no such line)
+
+
+def read(path: str) -> Log:
+    """One pass over the log."""
     opener = lzma.open if path.endswith(".xz") else open
-    rows, prefill, every = [], [], 40
+    rows, prefill, every, chunk, rates, mixed = [], [], 40, None, [], None
     with opener(path, "rt", errors="replace") as f:
         for line in f:
             if m := DECODE.match(line):
                 rows.append((m["t"], int(m["running"]), float(m["tok_s"])))
             elif m := PREFILL.match(line):
                 prefill.append(m["t"])
-            elif m := INTERVAL.search(line):
-                every = int(m[1])
-    return rows, prefill, every
-
-
-def mixed_chunk(path: str) -> bool | None:
-    """Whether the server ran with --enable-mixed-chunk, from its ServerArgs line near the log's start (None: no
-    such line)."""
-    opener = lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt", errors="replace") as f:
-        for line in f:
-            if m := MIXED.search(line):
-                return m[1] == "True"
-    return None
-
-
-def full_chunk_rates(path: str) -> tuple[int | None, list[float]]:
-    """(chunked_prefill_size from the ServerArgs line, the input throughput (prompt tok/s) of every Prefill batch
-    line whose #new-token equals it); (None, []) without that line."""
-    opener = lzma.open if path.endswith(".xz") else open
-    chunk, rates = None, []
-    with opener(path, "rt", errors="replace") as f:
-        for line in f:
-            if chunk is None and (m := CHUNK.search(line)):
-                chunk = int(m[1])
-            elif chunk is not None and (m := PREFILL_RATE.search(line)) and int(m[1]) == chunk:
-                rates.append(float(m[2]))
-    return chunk, rates
+                if chunk is not None and (r := PREFILL_RATE.search(line)) and int(r[1]) == chunk:
+                    rates.append(float(r[2]))
+            elif "ServerArgs(" in line or "server_args=" in line:  # decode_log_interval, chunk size, mixed chunk
+                if m := INTERVAL.search(line):
+                    every = int(m[1])
+                if m := CHUNK.search(line):
+                    chunk = int(m[1])
+                if m := MIXED.search(line):
+                    mixed = m[1] == "True"
+    return Log(rows, prefill, every, chunk, rates, mixed)
 
 
 def passes_per_s(rows: list[tuple[str, int, float]], prefill: list[str], every: int,
@@ -108,19 +101,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("log")
     ap.add_argument("--min-running", type=int, default=None)
     a = ap.parse_args(argv)
-    rows, prefill, every = read(a.log)
+    log = read(a.log)
+    rows = log.rows
     s = summary(rows, a.min_running)
     print(f"{a.log}: {s['lines']} Decode batch lines, {s['intervals']} with >= {s['min_running']} running")
     print("  ms per token per running request: p10 {p10_ms:.2f}, median {median_ms:.2f}, p90 {p90_ms:.2f}, "
           "mean {mean_ms:.2f}, max {max_ms:.2f}".format(**s))
-    dec, pre, n = passes_per_s(rows, prefill, every, s["min_running"])
+    dec, pre, n = passes_per_s(rows, log.prefill, log.every, s["min_running"])
     print(f"  passes a second over {n} plateau seconds: decode {dec:.1f}, prefill {pre:.1f}")
-    chunk, rates = full_chunk_rates(a.log)
-    if len(rates) > 1:
-        q = statistics.quantiles(rates, n=10)
-        print(f"  prefill of full {chunk}-token chunks ({len(rates)} passes): prompt tok/s p10 {q[0]:.0f}, "
-              f"median {q[4]:.0f}, p90 {q[8]:.0f}")
-    if mixed_chunk(a.log):
+    if len(log.chunk_rates) > 1:
+        q = statistics.quantiles(log.chunk_rates, n=10)
+        print(f"  prefill of full {log.chunk}-token chunks ({len(log.chunk_rates)} passes): prompt tok/s p10 "
+              f"{q[0]:.0f}, median {q[4]:.0f}, p90 {q[8]:.0f}")
+    if log.mixed:
         print("  mixed chunk on: the running requests' tokens from mixed prefill passes are not in the Decode batch "
               "lines' gen throughput, so ms per token reads high; use the engine's counter or the client's TPOT")
 

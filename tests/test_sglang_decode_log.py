@@ -26,14 +26,16 @@ def test_fixed_length_intervals_match_the_profiled_step():
 
 
 def test_sharegpt_intervals_are_longer_than_the_decode_step():
-    rows, prefill, every = sdl.read(str(SHAREGPT))
+    log = sdl.read(str(SHAREGPT))
+    rows, prefill, every = log.rows, log.prefill, log.every
     s = sdl.summary(rows)
     assert s["lines"] == 660 and s["intervals"] == 487
     assert 8.6 < s["median_ms"] < 9.1 and s["p10_ms"] > 7.5
     decode, per_s, seconds = sdl.passes_per_s(rows, prefill, every, s["min_running"])
     assert every == 40 and seconds > 150 and 105 < decode < 118 and 17 < per_s < 21  # ~19 prefill passes a second
     # fixed lengths prefill only at the waves' starts
-    assert sdl.passes_per_s(*sdl.read(str(FIXED)), 57)[1] < 4
+    fixed = sdl.read(str(FIXED))
+    assert sdl.passes_per_s(fixed.rows, fixed.prefill, fixed.every, 57)[1] < 4
 
 
 def test_parse_and_errors(tmp_path, capsys):
@@ -41,17 +43,17 @@ def test_parse_and_errors(tmp_path, capsys):
     log.write_text("[2026-12-07 00:09:58] Decode batch, #running-req: 64, #token: 9, token usage: 0.02, cuda graph: "
                    "True, gen throughput (token/s): 8000.00, #queue-req: 0\n"
                    "[2026-12-07 00:09:58] Prefill batch, #new-seq: 1, #new-token: 8, #running-req: 63\n")
-    assert sdl.read(str(log)) == ([("2026-12-07 00:09:58", 64, 8000.0)], ["2026-12-07 00:09:58"], 40)
+    assert sdl.read(str(log)) == ([("2026-12-07 00:09:58", 64, 8000.0)], ["2026-12-07 00:09:58"], 40, None, [], None)
     sdl.main([str(log)])
     out = capsys.readouterr().out
     assert "median 8.00" in out and "over 1 plateau seconds: decode 40.0, prefill 1.0" in out
-    assert "mixed chunk on" not in out and sdl.mixed_chunk(str(log)) is None
+    assert "mixed chunk on" not in out and sdl.read(str(log)).mixed is None
     mixed = tmp_path / "mixed.server.log"
     mixed.write_text("[2026-12-07 00:09:00] server_args=ServerArgs(model_path='m', enable_mixed_chunk=True, "
                      "decode_log_interval=40)\n" + log.read_text())
     sdl.main([str(mixed)])
     assert "mixed chunk on" in capsys.readouterr().out
-    assert sdl.mixed_chunk(str(SHAREGPT)) is False  # SGLang as shipped
+    assert sdl.read(str(SHAREGPT)).mixed is False  # SGLang as shipped
     with pytest.raises(SystemExit, match="at least 65 requests"):
         sdl.summary(sdl.read(str(log))[0], min_running=65)
     with pytest.raises(SystemExit, match="no Decode batch line"):
@@ -61,7 +63,8 @@ def test_parse_and_errors(tmp_path, capsys):
 def test_full_chunk_prefill_rate_of_fixed_length_waves(capsys):
     """64 prompts of 512 tokens a wave: 4 full 8,192-token chunks, at ~22k prompt tokens a second (the Marlin GEMMs
     alone allow 24.5k at M = 4,096: reports/h100-sglang-fixed-c64/README.md)."""
-    chunk, rates = sdl.full_chunk_rates(str(WAVES))
+    log = sdl.read(str(WAVES))
+    chunk, rates = log.chunk, log.chunk_rates
     assert chunk == 8192 and len(rates) == 141
     assert 21_500 < sorted(rates)[len(rates) // 2] < 23_000
     sdl.main([str(WAVES)])

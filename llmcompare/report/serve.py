@@ -106,57 +106,51 @@ def _drain_cell(r: verdict.Row) -> str:
     return f"{r.drain.text()} {r.drain.word}" + (": the verdict's word differs" if r.rests_on_drain else "")
 
 
-def drain_note(doc: Doc, rows: list) -> None:
-    """What the drain check (verdict.METHOD) found over the whole-point rows."""
-    checked = [(lb, r) for lb, r in rows if r.drain is not None]
+def _check_note(doc: Doc, rows: list, figure, failed, item, moved: str, held: str) -> None:
+    """What one check of verdict.METHOD found over the table's rows: the rows it could check have figure(row) set;
+    moved + the failed rows' item(label, row) texts where any failed, else held with {checked} and {rows} filled."""
+    checked = [(lb, r) for lb, r in rows if figure(r) is not None]
     if not checked:
         return
-    moved = [f"{lb} {r.key.label} ({r.gap.text()} {r.gap.word}; drains left out {r.drain.text()} {r.drain.word})"
-             for lb, r in checked if r.rests_on_drain]
-    if moved:
-        doc.p("Drain check: the verdict rests on the points' drains at " + "; ".join(moved) + ". A drain lasts "
-              "about as long at any point length, so a longer point would give another verdict there: these rows "
-              "are not verdicts that hold.")
-    else:
-        doc.p(f"Drain check: at every whole-point row checked ({len(checked)} of {len(rows)}) the points with their "
-              "drains left out give the same verdict; the magnitude differs because a whole point's drain is a "
-              "share of it that shrinks as points grow longer (the warm-up stays in: a necessary condition, not a "
-              "proof).")
+    bad = [item(lb, r) for lb, r in checked if failed(r)]
+    doc.p(moved.format("; ".join(bad)) if bad else held.format(checked=len(checked), rows=len(rows)))
+
+
+def drain_note(doc: Doc, rows: list) -> None:
+    """What the drain check (verdict.METHOD) found over the whole-point rows."""
+    _check_note(doc, rows, lambda r: r.drain, lambda r: r.rests_on_drain,
+                lambda lb, r: f"{lb} {r.key.label} ({r.gap.text()} {r.gap.word}; drains left out {r.drain.text()} "
+                              f"{r.drain.word})",
+                "Drain check: the verdict rests on the points' drains at {}. A drain lasts about as long at any point "
+                "length, so a longer point would give another verdict there: these rows are not verdicts that hold.",
+                "Drain check: at every whole-point row checked ({checked} of {rows}) the points with their drains left "
+                "out give the same verdict; the magnitude differs because a whole point's drain is a share of it that "
+                "shrinks as points grow longer (the warm-up stays in: a necessary condition, not a proof).")
 
 
 def phase_note(doc: Doc, rows: list) -> None:
     """What the wave-phase check (verdict.METHOD) found over the synchronized rows."""
-    checked = [(lb, r) for lb, r in rows if r.waves is not None]
-    if not checked:
-        return
-    moved = [f"{lb} {r.key.label} ({r.gap.text()} {r.gap.word}; over whole waves {r.waves.text()} {r.waves.word})"
-             for lb, r in checked if r.moved_with_phase]
-    if moved:
-        doc.p("Wave-phase check: the verdict depends on where its steady windows cut the waves at " + "; ".join(moved)
-              + ". With fixed lengths the rate rises and falls once a wave; narrowed to the whole waves inside them, "
-              "the same windows give another verdict, so these rows are not verdicts that hold: more waves a point "
-              "are needed.")
-    else:
-        doc.p(f"Wave-phase check: at every fixed-length row checked ({len(checked)} of {len(rows)}) the same steady "
-              "windows narrowed to the whole waves inside them give the same verdict.")
+    _check_note(doc, rows, lambda r: r.waves, lambda r: r.moved_with_phase,
+                lambda lb, r: f"{lb} {r.key.label} ({r.gap.text()} {r.gap.word}; over whole waves {r.waves.text()} "
+                              f"{r.waves.word})",
+                "Wave-phase check: the verdict depends on where its steady windows cut the waves at {}. With fixed "
+                "lengths the rate rises and falls once a wave; narrowed to the whole waves inside them, the same "
+                "windows give another verdict, so these rows are not verdicts that hold: more waves a point are "
+                "needed.",
+                "Wave-phase check: at every fixed-length row checked ({checked} of {rows}) the same steady windows "
+                "narrowed to the whole waves inside them give the same verdict.")
 
 
 def length_note(doc: Doc, rows: list) -> None:
     """What the length check (verdict.METHOD) found over the table's rows."""
-    checked = [(lb, r) for lb, r in rows if r.half is not None]
-    if not checked:
-        return
-    moved = [f"{lb} {r.key.label} ({r.gap.text()}; first halves {r.half.text()})" for lb, r in checked
-             if r.moved_with_length]
-    if moved:
-        doc.p("Length check: the verdict moved with the point's length at " + "; ".join(moved) + ". There the "
-              "first half of each point gives an interval that does not hold the full-length gap, so the figure "
-              "still depends on how long the point ran: a longer point (load.converge) is needed before it is a "
-              "verdict.")
-    else:
-        doc.p(f"Length check: at every row checked ({len(checked)} of {len(rows)}) the full-length gap lies "
-              "inside the interval of the same rule applied to the first half of each point (the halves share "
-              "their requests with the full points: a necessary condition, not a proof).")
+    _check_note(doc, rows, lambda r: r.half, lambda r: r.moved_with_length,
+                lambda lb, r: f"{lb} {r.key.label} ({r.gap.text()}; first halves {r.half.text()})",
+                "Length check: the verdict moved with the point's length at {}. There the first half of each point "
+                "gives an interval that does not hold the full-length gap, so the figure still depends on how long "
+                "the point ran: a longer point (load.converge) is needed before it is a verdict.",
+                "Length check: at every row checked ({checked} of {rows}) the full-length gap lies inside the "
+                "interval of the same rule applied to the first half of each point (the halves share their requests "
+                "with the full points: a necessary condition, not a proof).")
 
 
 def open_loop_note(doc: Doc, rows: list, engines: dict, baseline: str) -> None:
