@@ -61,8 +61,16 @@ def cmd_serve_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_kernel_bench(a: argparse.Namespace) -> int:
-    from llmcompare import scenario
     from llmcompare.kernels import bench
+
+    out = bench.kernel_bench(kernel_bench_scenario(a), sys.argv)
+    print(out)
+    return 0
+
+
+def kernel_bench_scenario(a: argparse.Namespace):
+    """The scenario kernel-bench runs: the file with --set, --backends, --m and --python applied, validated."""
+    from llmcompare import scenario
 
     o = _overrides(a)
     if a.backends:
@@ -74,10 +82,7 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
         if not eq or not py:
             raise ScenarioError(f"--python {item!r}: expected BACKEND=PYTHON, e.g. marlin=/envs/vllm/bin/python")
         o.setdefault("kernel_bench", {}).setdefault("python", {})[b] = py
-    s = scenario.load(a.scenario, o)
-    out = bench.kernel_bench(s, sys.argv)
-    print(out)
-    return 0
+    return scenario.load(a.scenario, o)
 
 
 def cmd_report(a: argparse.Namespace) -> int:

@@ -57,6 +57,26 @@ def test_every_serve_line_loads(path):
                 check_lengths(e, *arg_max_len(e), s, Prompts(s.workload, None))
 
 
+def kernels_lines(path: Path) -> list[tuple[int, str]]:
+    return [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1)
+            if "h200.sh kernels" in line and not line.lstrip().startswith("#")]
+
+
+@pytest.mark.parametrize("path", [p for p in CAMPAIGNS if kernels_lines(p)], ids=lambda p: p.name)
+def test_every_kernels_line_parses_and_loads(path):
+    """`h200.sh kernels ARGS` runs `llmcompare kernel-bench $SCENARIO --output-dir $OUT ARGS`: the arguments parse,
+    the backends and M values validate against the scenario (an unknown backend names the valid ones)."""
+    from llmcompare import cli
+
+    for lineno, line in kernels_lines(path):
+        words = shlex.split(line[line.index("SCENARIO="):].replace("$LLMC_PY_SGLANG", "/py"))
+        name = words.pop(0).split("=", 1)[1]
+        args = words[words.index("kernels") + 1:]
+        a = cli.parser().parse_args(["kernel-bench", name, "--output-dir", "/tmp/llmc/runs", *args])
+        s = cli.kernel_bench_scenario(a)
+        assert s.kernel_bench.backends and s.kernel_bench.m, f"{path.name}:{lineno}"
+
+
 def test_parse_serve_reads_a_campaign_line():
     name, engines, sets = parse_serve("SCENARIO=converge-h200 bash scripts/gpu/h200.sh serve turbomind vllm "
                                       "--set 'load.concurrency=[512]' 'profile.points=[512]'")
