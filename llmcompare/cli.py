@@ -11,6 +11,7 @@ from llmcompare import __version__
 from llmcompare.engines import gemm_backends
 from llmcompare.errors import ScenarioError
 from llmcompare.scenario.overrides import parse_set
+from llmcompare.schema.scenario import Scenario
 
 
 def _sigterm(signum, frame):
@@ -68,7 +69,7 @@ def cmd_kernel_bench(a: argparse.Namespace) -> int:
     return 0
 
 
-def kernel_bench_scenario(a: argparse.Namespace):
+def kernel_bench_scenario(a: argparse.Namespace) -> Scenario:
     """The scenario kernel-bench runs: the file with --set, --backends, --m and --python applied, validated."""
     from llmcompare import scenario
 
