@@ -25,13 +25,19 @@ def serve_lines(path: Path) -> list[tuple[int, str]]:
             if "h200.sh serve" in line and not line.lstrip().startswith("#")]
 
 
-def parse_serve(line: str) -> tuple[str, list[str], list[str]]:
-    """(scenario, engines, --set items) of `[SCENARIO=x] bash scripts/gpu/h200.sh serve ENGINE... [--set K=V...]`."""
-    words = shlex.split(line)
+def pop_env(words: list[str]) -> dict[str, str]:
+    """The leading NAME=VALUE words of a command line, taken off `words`."""
     env = {}
     while words and "=" in words[0] and not words[0].startswith("-"):
         k, v = words.pop(0).split("=", 1)
         env[k] = v
+    return env
+
+
+def parse_serve(line: str) -> tuple[str, list[str], list[str]]:
+    """(scenario, engines, --set items) of `[SCENARIO=x] bash scripts/gpu/h200.sh serve ENGINE... [--set K=V...]`."""
+    words = shlex.split(line)
+    env = pop_env(words)
     i = words.index("serve")
     rest = words[i + 1:]
     engines = rest[: rest.index("--set")] if "--set" in rest else rest
@@ -69,8 +75,8 @@ def test_every_kernels_line_parses_and_loads(path):
     from llmcompare import cli
 
     for lineno, line in kernels_lines(path):
-        words = shlex.split(line[line.index("SCENARIO="):].replace("$LLMC_PY_SGLANG", "/py"))
-        name = words.pop(0).split("=", 1)[1]
+        words = shlex.split(line.split("&&")[-1].replace("$LLMC_PY_SGLANG", "/py"))  # after `source env.sh &&`
+        name = pop_env(words).get("SCENARIO", "qwen-awq-h200")  # h200.sh's default
         args = words[words.index("kernels") + 1:]
         a = cli.parser().parse_args(["kernel-bench", name, "--output-dir", "/tmp/llmc/runs", *args])
         s = cli.kernel_bench_scenario(a)
