@@ -115,3 +115,15 @@ def test_kernel_table_reads_the_runs_allreduce_points():
     assert A.shapes_match(t, qwen32b) is True  # per-GPU shapes match the model at the run's degree
     t.tensor_parallel = 1
     assert A.shapes_match(t, qwen32b) is False
+
+
+def test_an_m_below_the_table_is_not_modelled():
+    """A kernel run that starts at M = 64 (a prefill-size run) holds nothing at a decode batch of 10: the model
+    would repeat M = 64's time there, so it refuses and says which M."""
+    pts = {b: {s: [(64, 10.0), (256, 40.0)] for s in ("a", "b")} for b in ("fast", "slow")}
+    t = A.KernelTable(pts, [{"name": "a", "n": 8, "k": 8}, {"name": "b", "n": 8, "k": 8}], layers=2)
+    assert t.lowest_m("fast") == 64
+    why = A.below_table(t, ["fast", "slow"], {"decode batch": 10.0, "mean prompt": 300.0})
+    assert why == "the kernel table starts at M = 64, below it not measured: decode batch 10"
+    assert A.below_table(t, ["fast"], {"decode batch": 64.0}) is None
+    assert A.below_table(table(), ["fast", "slow"], {"decode batch": 1.0}) is None  # a table from M = 1 covers all

@@ -198,3 +198,19 @@ def test_a_kernel_run_with_lm_head_enters_the_attribution(tmp_path):
     assert [r[:3] for r in a] == [r[:3] for r in b] and len(a) == 2
     assert all(float(x[8]) > float(y[8]) for x, y in zip(a, b, strict=True))  # GEMM shares grow with lm_head
     assert [x[6] for x in a] == [y[6] for y in b]  # the predicted gap does not move (to the printed digit)
+
+
+def test_a_kernel_run_above_the_decode_batch_is_not_modelled(tmp_path, report):
+    """A kernel run of prefill sizes only (M >= 512; the session-33 run on the H100 was one) must not price a
+    decode step at the table's first M: the attribution says the point is not modelled and why."""
+    run = json.loads((KERNELS / "run.json").read_text())
+    run["points"] = [p for p in run["points"] if p["m"] >= 512]
+    k = tmp_path / "k"
+    k.mkdir()
+    (k / "run.json").write_text(json.dumps(run))
+    md = (build_report([str(SERVE), str(k)], str(tmp_path / "r")) / "report.md").read_text()
+    rows = md_rows(md.split("## Attribution", 1)[1], "engine")
+    full = md_rows((report / "report.md").read_text().split("## Attribution", 1)[1], "engine")
+    assert rows and [r[:3] for r in rows] == [r[:3] for r in full]
+    assert all(r[6].startswith("not modelled: the kernel table starts at M = 512") and r[8] == "–" for r in rows)
+    assert not any(r[6].startswith("not modelled") for r in full)

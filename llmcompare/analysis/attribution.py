@@ -28,7 +28,8 @@ MODEL = """  batch      requests in their decode phase on average, by Little's l
              the kernel run measured it (kernel_bench.lm_head), else 0. The same time for both engines of a pair:
              it raises the GEMM shares, not the predicted gap.
   t(shape,M) the kernel-bench graph-replayed time of the engine's GEMM backend, log-log interpolated in M
-             (linear in M past the largest measured M).
+             (linear in M past the largest measured M). A point whose batch or mean prompt length lies below the
+             smallest measured M is not modelled (its row says so): the table holds nothing there.
   comm       with tensor parallelism (a kernel run at degree t > 1, whose shapes are one GPU's share and which
              timed the all-reduce): each layer also runs 2 all-reduces of M x hidden (after o and after down),
              comm_us(M) = layers * 2 * t_allreduce(M), interpolated like t(shape,M); step time = GEMM + comm. Both
@@ -104,6 +105,19 @@ class KernelTable:
 
     def has(self, backend: str) -> bool:
         return backend in self.backend_us and all(s["name"] in self.backend_us[backend] for s in self.shapes)
+
+    def lowest_m(self, backend: str) -> int:
+        """The smallest M measured for every shape of `backend`. Below it interpolate() could only repeat that
+        M's time, which overstates a smaller M's (a 57-row decode step is not a 512-row GEMM)."""
+        return max(self.backend_us[backend][s["name"]][0][0] for s in self.shapes)
+
+
+def below_table(table: KernelTable, backends: list[str], ms: dict[str, float]) -> str | None:
+    """Why a point cannot be modelled with this table, or None: an M it needs ({what: M}) lies below the smallest
+    M the table measured for one of `backends`."""
+    low = max(table.lowest_m(b) for b in backends)
+    short = [f"{what} {m:.0f}" for what, m in ms.items() if m < low]
+    return f"the kernel table starts at M = {low}, below it not measured: {', '.join(short)}" if short else None
 
 
 def engine_backend(engine: EngineRecord, scenario_engine: dict | None = None) -> tuple[str | None, str]:

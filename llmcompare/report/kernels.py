@@ -208,7 +208,11 @@ def _time_split(doc: Doc, engines: dict, table: attribution.KernelTable) -> None
         if tp != table.tensor_parallel:
             doc.p(f"WARNING: {sv.label} ran at tensor_parallel {tp}, the kernel table is at {table.tensor_parallel}.")
         for key, pts in sorted(verdict.usable_points(sv.rec).items(), key=lambda kv: verdict.point_order(kv[0])):
-            g = attribution.gemm_time(attribution.point_profile(pts), table, b)
+            pg = attribution.point_profile(pts)
+            if why := attribution.below_table(table, [b], _needed_m(pg, sv.label)):
+                rows.append([sv.label, key.label, b, pg.duration_s, f"not modelled: {why}"] + ["–"] * 5)
+                continue
+            g = attribution.gemm_time(pg, table, b)
             row = [sv.label, key.label, b, g.duration_s]
             for x in (g.gemm_s, g.comm_s, g.rest_s):
                 row += [x, 100 * x / g.duration_s if g.duration_s else None]
@@ -225,6 +229,11 @@ def _running(sv, index: int) -> list[float]:
             if s.get("point") == index and s.get("num_requests_running", 0) > 0]
 
 
+def _needed_m(pg: attribution.PointGemm, label: str) -> dict[str, float]:
+    """The M values the model runs a point's GEMMs at: its decode batch and its mean prompt length."""
+    return {f"{label}'s decode batch": pg.batch, f"{label}'s mean prompt": max(1.0, pg.input_len)}
+
+
 def _pair(doc: Doc, cand, base, table: attribution.KernelTable) -> list[list]:
     cb, how = attribution.engine_backend(cand.rec, cand.scenario_engine)
     bb, b_how = attribution.engine_backend(base.rec, base.scenario_engine)
@@ -238,8 +247,14 @@ def _pair(doc: Doc, cand, base, table: attribution.KernelTable) -> list[list]:
     cp, bp = verdict.usable_points(cand.rec), verdict.usable_points(base.rec)
     rows = []
     for key in sorted(set(cp) & set(bp), key=verdict.point_order):
-        a = attribution.compare(key.label, attribution.point_profile(cp[key], _running(cand, cp[key][0].index)),
-                                attribution.point_profile(bp[key], _running(base, bp[key][0].index)), table, cb, bb)
+        c_pg = attribution.point_profile(cp[key], _running(cand, cp[key][0].index))
+        b_pg = attribution.point_profile(bp[key], _running(base, bp[key][0].index))
+        if why := attribution.below_table(table, [cb, bb], _needed_m(c_pg, cand.label) | _needed_m(b_pg, base.label)):
+            gap = 100 * (c_pg.output_throughput / b_pg.output_throughput - 1) if b_pg.output_throughput else None
+            rows.append([cand.label, base.label, key.label, c_pg.batch, b_pg.batch, gap, f"not modelled: {why}",
+                         "–", "–", "–", c_pg.batch_source])
+            continue
+        a = attribution.compare(key.label, c_pg, b_pg, table, cb, bb)
         rows.append([cand.label, base.label, key.label, a.batch_candidate, a.batch_baseline, a.measured_gap_pct,
                      a.gemm_predicted_gap_pct, a.not_explained_pct, 100 * a.gemm_share_candidate,
                      100 * a.gemm_share_baseline, a.batch_source])

@@ -5,7 +5,7 @@ batch. (GPU telemetry and energy: report/telemetry.py.) Reads saved files only."
 from __future__ import annotations
 
 from llmcompare.analysis import traffic
-from llmcompare.analysis.attribution import KernelTable, engine_backend, point_profile
+from llmcompare.analysis.attribution import KernelTable, below_table, engine_backend, point_profile
 from llmcompare.profile.kernel_class import ORDER
 from llmcompare.report.doc import Doc
 from llmcompare.schema.kernel_run import KernelRun
@@ -33,6 +33,8 @@ def _predicted(table: KernelTable | None, backend: str | None, batch: float | No
         return None, f"the kernel run has no {backend or 'known'} backend"
     if not batch:
         return None, "no batch (no measured repeat with figures)"
+    if why := below_table(table, [backend], {"the decode batch": batch}):
+        return None, why
     return table.layers * sum(table.gemm_us(backend, s["name"], batch) for s in table.shapes) / 1000.0, ""
 
 
