@@ -66,6 +66,9 @@ def test_engines_take_turns_by_repeat_on_one_machine(tmp_path, vllm_py, tiny_mod
     assert [(n, r) for _, n, r in turns] == [("launched", 0), ("running", 0), ("launched", 1), ("running", 1)]
     assert la["machine"]["key"] == ru["machine"]["key"] == f"boot {boot_id()}"  # this machine, no GPU
     assert la["machine"]["source"] == "recorded" and ru["machine"]["server_host"] == "local"
+    # every point carries the machine it was measured on (a resume elsewhere is then judged cell by cell)
+    assert {pt["machine_key"] for e in (la, ru) for pt in e["points"]} == {f"boot {boot_id()}"}
+    assert la["machine"]["latest_key"] == la["machine"]["key"]
     r = subprocess.run([*cli, "report", str(d), "--baseline", "running", "--figures", "whole"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

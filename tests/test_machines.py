@@ -107,3 +107,62 @@ def test_interleave_takes_a_boolean(tmp_path, bad):
                              "load": {"interleave": bad}}))
     with pytest.raises(ScenarioError, match="interleave"):
         load(str(f))
+
+
+def test_a_start_keeps_its_own_machine_as_latest_key():
+    a, b = Machine(key="boot 1"), Machine(key="boot 2")
+    assert same_machine(None, a).latest_key == "boot 1"
+    both = same_machine(same_machine(None, a), b)
+    assert both.key == "" and both.latest_key == "boot 2"  # the record spans machines; its new points are on boot 2
+
+
+def _resumed_pair(tmp_path, cell_machines):
+    """h200-grid-vllm's run as two engines whose records span machines (a resume elsewhere, key ""), with each
+    point stamped by `cell_machines(label, engine) -> key` as serve-bench stamps them from session 33 on."""
+    d = tmp_path / "run"
+    shutil.copytree(VL, d)
+    data = json.loads((d / "run.json").read_text())
+    data["engines"]["vllm2"] = json.loads(json.dumps({**data["engines"]["vllm"], "name": "vllm2"}))
+    for name, e in data["engines"].items():
+        e["machine"] = {"key": "", "hostname": "vm", "source": "measured on more than one machine"}
+        for p in e["points"]:
+            p["machine_key"] = cell_machines(f"c={p['concurrency']} in={p['input_len']}", name)
+    (d / "run.json").write_text(json.dumps(data))
+    shutil.copy(d / "vllm.requests.jsonl.xz", d / "vllm2.requests.jsonl.xz")
+    run = load_run(d)
+    return d, run.engines["vllm2"], run.engines["vllm"]
+
+
+def test_a_run_resumed_on_another_machine_gives_verdicts_where_each_cell_was_on_one(tmp_path):
+    """Cells of 1024-token prompts were measured on machine A by both engines, c=1 with 512 on B by both, c=16 with
+    512 on A by one engine and B by the other: verdicts at the first five, none at the last, and the report says
+    where and why."""
+    def where(label, engine):
+        return "gpus GPU-B" if label == "c=1 in=512" or (label == "c=16 in=512" and engine == "vllm2") else "gpus GPU-A"
+    d, a, b = _resumed_pair(tmp_path, where)
+    assert machines.difference(a, b).startswith("not shown to be one machine")  # the records alone: refused
+    rows = verdict.compare(a, b, figures="whole")
+    assert {r.key.label for r in rows} == {"c=1 in=1024 out=256", "c=16 in=1024 out=256", "c=64 in=1024 out=256",
+                                           "c=256 in=1024 out=256", "c=1 in=512 out=256"}
+    assert all(r.machines is None for r in rows)
+    assert verdict.refused(a, b, False) is None
+    left = verdict.machine_left_out(a, b, False)
+    assert left.startswith("vllm2 against vllm: no verdict at c=16 in=512 out=256 (measured on different machines "
+                           "(vllm2: gpus GPU-B; vllm: gpus GPU-A))")
+    assert len(verdict.compare(a, b, figures="whole", cross_machine=True)) == 6
+    assert verdict.machine_left_out(a, b, True) is None
+    text = (build_report([str(d)], str(tmp_path / "r"), baseline="vllm", figures="whole") / "report.md").read_text()
+    assert "Vllm2 against vllm: no verdict at c=16 in=512 out=256 (measured on different machines" in text
+
+
+def test_points_of_one_cell_on_two_machines_or_an_unknown_one_are_not_one_machine(tmp_path):
+    _, a, b = _resumed_pair(tmp_path, lambda label, engine: "")  # a server at another address: not known
+    assert verdict.compare(a, b, figures="whole") == []
+    assert verdict.refused(a, b, False).startswith("no verdict between vllm2 and vllm: not shown to be one machine")
+    _, a, b = _resumed_pair(tmp_path / "2", lambda label, engine: "gpus GPU-A")
+    assert len(verdict.compare(a, b, figures="whole")) == 6 and verdict.machine_left_out(a, b, False) is None
+    pts = verdict.usable_points(a)
+    key = next(iter(pts))
+    pts[key][0].machine_key = "gpus GPU-B"  # one repeat of the cell elsewhere
+    assert "measured on different machines (vllm2: gpus GPU-A, gpus GPU-B; vllm: gpus GPU-A)" in \
+        machines.cell_difference(a, pts[key], b, verdict.usable_points(b)[key])

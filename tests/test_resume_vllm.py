@@ -67,6 +67,8 @@ def test_an_interrupted_run_resumes_and_adds_a_point(tmp_path, vllm_py, tiny_mod
     final = {(q["index"], q["label"]): q for q in new}
     assert set(final) == {(1, LABEL), (2, "c=2 in=64 out=32")}
     assert min(q["attempt"] for q in new if q["index"] == 1) == cut["attempt"] + 1  # numbered after the cut one
+    # both lives ran here: every point carries this machine (a resume elsewhere would be judged cell by cell)
+    assert {q["machine_key"] for q in eng["points"]} == {eng["machine"]["key"]} == {eng["machine"]["latest_key"]}
     reqs = [json.loads(x) for x in (d / "vllm-cpu.requests.jsonl").read_text().splitlines()]
     for q in (final[k] for k in final):
         mine = [r for r in reqs if (r["point"], r["attempt"]) == (q["index"], q["attempt"])]

@@ -4,7 +4,7 @@ than the gaps' intervals, so a verdict between machines is refused unless asked 
 
 from __future__ import annotations
 
-from llmcompare.schema.run import EngineRecord
+from llmcompare.schema.run import EngineRecord, PointResult
 
 
 def difference(a: EngineRecord, b: EngineRecord) -> str | None:
@@ -18,3 +18,29 @@ def difference(a: EngineRecord, b: EngineRecord) -> str | None:
     if not ma.key or not mb.key:
         return f"not shown to be one machine ({a.name}: {ma.describe()}; {b.name}: {mb.describe()})"
     return f"measured on different machines ({a.name}: {ma.describe()}; {b.name}: {mb.describe()})"
+
+
+def _keys(rec: EngineRecord, points: list[PointResult]) -> set[str]:
+    """The machine keys of an engine's points at one cell: each point's own, else (files before session 33) its
+    record's; "" where not known."""
+    rk = rec.machine.key if rec.machine else ""
+    return {rk if p.machine_key is None else p.machine_key for p in points}
+
+
+def _short(key: str) -> str:
+    return key[:20] + "…" if len(key) > 21 else key or "not known"
+
+
+def cell_difference(cand: EngineRecord, cp: list[PointResult], base: EngineRecord,
+                    bp: list[PointResult]) -> str | None:
+    """None when every point of one cell, both engines' (cp, bp: the points a verdict would use), was measured on
+    one machine; else why not. Files whose points carry no machine key are judged by their records (difference),
+    as before session 33; a run resumed on another machine is then judged cell by cell."""
+    if all(p.machine_key is None for p in cp + bp):
+        return difference(cand, base)
+    ck, bk = _keys(cand, cp), _keys(base, bp)
+    if len(ck | bk) == 1 and "" not in ck:
+        return None
+    lead = "not shown to be one machine" if "" in ck | bk else "measured on different machines"
+    return (f"{lead} ({cand.name}: {', '.join(map(_short, sorted(ck)))}; {base.name}: "
+            f"{', '.join(map(_short, sorted(bk)))})")

@@ -287,14 +287,14 @@ def compare(cand: EngineRecord, base: EngineRecord, metric: str = "output_throug
             figures: str = "auto", cross_machine: bool = False) -> list[Row]:
     """figures 'whole' takes whole-point figures even where windows exist: with fixed lengths a closed-loop
     point's requests move in synchronized waves, and a window of one wave can sit anywhere in a wave's
-    prefill/decode cycle (reports/h200-grid/README.md). Engines not shown to be measured on one machine
-    (analysis/machines.py): no rows (refused(), the reason), unless cross_machine (then each row says so)."""
-    apart = machines.difference(cand, base)
-    if apart and not cross_machine:
-        return []
+    prefill/decode cycle (reports/h200-grid/README.md). A cell not shown to be one machine's (machines.cell_difference):
+    no row (refused(), machine_left_out() say why), unless cross_machine (then its row says so)."""
     cp, bp = usable_points(cand), usable_points(base)
     rows = []
     for key in sorted(set(cp) & set(bp), key=point_order):
+        apart = machines.cell_difference(cand, cp[key], base, bp[key])
+        if apart and not cross_machine:
+            continue
         both = figures == "auto" and has_steady(cp[key], metric) and has_steady(bp[key], metric)  # like with like
         a, b = estimate(cp[key], metric, both), estimate(bp[key], metric, both)
         if a and b:
@@ -355,12 +355,28 @@ def waves_gap(cp: list[PointResult], bp: list[PointResult]) -> tuple[Gap | None,
     return (g, "") if g.lo_pct is not None else (None, "one repeat: no interval to check against")
 
 
+def _apart_cells(cand: EngineRecord, base: EngineRecord) -> dict[LoadKey, str | None]:
+    """Per cell both engines have usable points at: why they are not shown to be one machine's, or None."""
+    cp, bp = usable_points(cand), usable_points(base)
+    return {k: machines.cell_difference(cand, cp[k], base, bp[k]) for k in sorted(set(cp) & set(bp), key=point_order)}
+
+
 def refused(cand: EngineRecord, base: EngineRecord, cross_machine: bool) -> str | None:
-    """Why compare() gives no rows for this pair before looking at a point; None when it does not refuse."""
-    apart = machines.difference(cand, base)
-    return None if not apart or cross_machine else (
-        f"no verdict between {cand.name} and {base.name}: {apart}. Compare engines measured on one machine "
+    """Why compare() gives no rows for this pair for want of one machine (at none of their common cells, or, with
+    none in common, by their records); None when it does not refuse."""
+    apart = [] if cross_machine else list(_apart_cells(cand, base).values()) or [machines.difference(cand, base)]
+    return None if not apart or not all(apart) else (
+        f"no verdict between {cand.name} and {base.name}: {apart[0]}. Compare engines measured on one machine "
         "(one serve-bench run, or load.interleave), or pass `report --cross-machine` to compare anyway")
+
+
+def machine_left_out(cand: EngineRecord, base: EngineRecord, cross_machine: bool) -> str | None:
+    """The cells compare() leaves out for want of one machine while it gives rows at others (a run resumed on
+    another machine); None when none, or when refused() refuses the pair whole."""
+    out = [] if cross_machine or refused(cand, base, False) else [
+        f"{k.label} ({why})" for k, why in _apart_cells(cand, base).items() if why]
+    return (f"{cand.name} against {base.name}: no verdict at {'; '.join(out)}: their points were not measured on one "
+            "machine (pass `report --cross-machine` to compare anyway)") if out else None
 
 
 def point_order(k: LoadKey) -> tuple:

@@ -234,6 +234,8 @@ def answer_section(doc, engines: dict, baseline: str, figures: str, capacity_sai
             said.append(no[0].upper() + no[1:] + ".")
         elif rs := verdict.compare(recs[lb], recs[baseline], figures=figures, cross_machine=cross_machine):
             said.append(pair_sentence(titles[lb], titles[baseline], rs) + _apart(rs))
+            if part := verdict.machine_left_out(recs[lb], recs[baseline], cross_machine):
+                said.append(part[0].upper() + part[1:] + ".")
             rows += rs
             pairs += [(lb, r) for r in rs]
     if not rows:

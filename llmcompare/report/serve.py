@@ -36,7 +36,8 @@ def verdict_section(doc: Doc, out: Path, engines: dict, baseline: str, figures: 
     gaps = {lb: verdict.compare(sv.rec, base, figures=figures, cross_machine=cross_machine)
             for lb, sv in engines.items() if lb != baseline}
     for lb, sv in engines.items():
-        if lb != baseline and (no := verdict.refused(sv.rec, base, cross_machine)):
+        if lb != baseline and (no := verdict.refused(sv.rec, base, cross_machine)
+                               or verdict.machine_left_out(sv.rec, base, cross_machine)):
             doc.p(no[0].upper() + no[1:] + ".")
     all_rows = [(lb, r) for lb, rows in gaps.items() for r in rows]
     if not all_rows:

@@ -172,6 +172,8 @@ def map_section(doc: Doc, out: Path, recs: dict[str, EngineRecord], figures: str
                 doc.p(no[0].upper() + no[1:] + ".")
                 continue
             rows = verdict.compare(recs[a], recs[b], figures=figures, cross_machine=cross_machine)
+            if part := verdict.machine_left_out(recs[a], recs[b], cross_machine):
+                doc.p(part[0].upper() + part[1:] + ".")
             if not rows:
                 continue
             wm = win_map(a, b, rows)

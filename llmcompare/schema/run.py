@@ -264,6 +264,9 @@ class PointResult:
     client_workers: list[dict] = field(default_factory=list)  # per client process: requests sent, loop lag (ms)
     engine_counters: EngineCounters | None = None  # the engine's own token rates beside the client's
     failures_allowed: bool = False  # load.allow_failures when it was measured (older files: not allowed)
+    # the machine this attempt was measured on (schema/machine.py's key; "": not known to be one, e.g. a server at
+    # another address); None: files before session 33, whose engine record's machine stands for it
+    machine_key: str | None = None
     # request lines of this attempt in <engine>.requests.jsonl(.xz), counted when the run is read for a report
     # (schema/request_lines.attach); None: not counted (never saved in run.json)
     requests_on_file: int | None = None

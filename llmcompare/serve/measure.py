@@ -118,6 +118,12 @@ def _specs(b: Bench, point: LoadPoint, n: int, repeat: int, attempt: int, warm: 
     return b.prompts.sample(n, sid, _block(b, sid, n), point.key.cell)
 
 
+def _machine_key(b: Bench) -> str:
+    """The machine this engine's server runs on now (its latest start; schema/machine.py): "" when not known."""
+    m = b.rf.record(b.engine).machine
+    return (m.latest_key or m.key) if m else ""
+
+
 async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, repeat: int) -> None:
     """One point, one repeat: warm-up, the measured run, and again while its timestamps cannot be trusted."""
     first, t0 = (b.todo or {}).get((point.index, repeat), 1), time.monotonic()
@@ -131,7 +137,7 @@ async def measure(session: aiohttp.ClientSession, b: Bench, point: LoadPoint, re
             warm = [r for r in w.records if r.success and r.output_tokens]
         lp = _planned(b, point, warm)
         res = PointResult.at(point.key, index=point.index, repeat=repeat, attempt=attempt, num_prompts=lp.num_prompts,
-                             num_prompts_why=lp.num_prompts_why, started_at=now())
+                             num_prompts_why=lp.num_prompts_why, started_at=now(), machine_key=_machine_key(b))
         b.rf.point(b.engine, res)
         pr = await _run(session, b, res, _specs(b, point, lp.num_prompts, repeat, attempt, False))
         if pr.abort_reason:

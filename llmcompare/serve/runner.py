@@ -74,7 +74,8 @@ def launched(s: Scenario, rf: RunFile, e: Engine, model_path: str):
 
 def same_machine(was: Machine | None, now_: Machine) -> Machine:
     """The engine record's machine after a (re)start: `now_`, or, when an earlier start of it (a resume) was on
-    another machine, one whose key is "" (not one machine) naming both."""
+    another machine, one whose key is "" (not one machine) naming both. `latest_key` keeps this start's machine."""
+    now_.latest_key = now_.key
     if was is None or was.key == now_.key:
         return now_
     now_.key, now_.source = "", f"measured on more than one machine: {was.describe()}; then this one"
