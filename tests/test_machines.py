@@ -166,3 +166,8 @@ def test_points_of_one_cell_on_two_machines_or_an_unknown_one_are_not_one_machin
     pts[key][0].machine_key = "gpus GPU-B"  # one repeat of the cell elsewhere
     assert "measured on different machines (vllm2: gpus GPU-A, gpus GPU-B; vllm: gpus GPU-A)" in \
         machines.cell_difference(a, pts[key], b, verdict.usable_points(b)[key])
+
+
+def test_keys_in_messages_keep_every_gpu():
+    two = "gpus GPU-34f47e86-4dfd-0919-423a-fcd6b6bda967,GPU-aaaaaaaa-4dfd-0919-423a-fcd6b6bda967"
+    assert machines._short(two) == "gpus GPU-34f47e86…,GPU-aaaaaaaa…" and machines._short("") == "not known"

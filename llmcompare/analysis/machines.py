@@ -4,7 +4,11 @@ than the gaps' intervals, so a verdict between machines is refused unless asked 
 
 from __future__ import annotations
 
+import re
+
 from llmcompare.schema.run import EngineRecord, PointResult
+
+UUID = re.compile(r"([0-9a-fA-F]{8})(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
 
 def difference(a: EngineRecord, b: EngineRecord) -> str | None:
@@ -28,7 +32,8 @@ def _keys(rec: EngineRecord, points: list[PointResult]) -> set[str]:
 
 
 def _short(key: str) -> str:
-    return key[:20] + "…" if len(key) > 21 else key or "not known"
+    """A key with each UUID (GPU or boot id) cut to its first 8 hex digits: 'gpus GPU-34f47e86…'."""
+    return UUID.sub(r"\1…", key) or "not known"
 
 
 def cell_difference(cand: EngineRecord, cp: list[PointResult], base: EngineRecord,
