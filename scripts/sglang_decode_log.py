@@ -18,7 +18,10 @@ so for a full chunk (#new-token = chunked_prefill_size) that followed another pr
 second of back-to-back prefill passes; any pass run between them lowers it. reports/h100-sglang-fixed-c64 used it.
 reports/h100-three-engines-c64/README.md used it.
 
-  python scripts/sglang_decode_log.py sglang.server.log[.xz] [--min-running N]
+With --step-ms (a decode step, profiled or the client's median gap between chunks) it also gives what is left of
+each second after the decode passes, per prefill (or mixed) pass: reports/h100-sglang-mixed-chunk-c64 used it.
+
+  python scripts/sglang_decode_log.py sglang.server.log[.xz] [--min-running N] [--step-ms MS]
 """
 
 from __future__ import annotations
@@ -82,6 +85,13 @@ def passes_per_s(rows: list[tuple[str, int, float]], prefill: list[str], every: 
     return every * decode / len(plateau), sum(1 for t in prefill if t in plateau) / len(plateau), len(plateau)
 
 
+def other_pass_ms(decode_per_s: float, prefill_per_s: float, step_ms: float) -> float | None:
+    """The ms each prefill (or mixed) pass takes, with whatever runs between passes, when every decode pass takes
+    step_ms: what is left of a second after the decode passes, over the prefill passes. Arithmetic, not a profile:
+    the step is the caller's (a profiled decode step, or the client's median gap between chunks)."""
+    return (1000.0 - decode_per_s * step_ms) / prefill_per_s if prefill_per_s else None
+
+
 def summary(rows: list[tuple[str, int, float]], min_running: int | None = None) -> dict:
     """ms per token per running request over the intervals with at least min_running requests (default: 90% of
     the most seen, the plateau of a closed loop): count, p10, median, p90, mean, max."""
@@ -100,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log")
     ap.add_argument("--min-running", type=int, default=None)
+    ap.add_argument("--step-ms", type=float, default=None,
+                    help="a decode step (ms; profiled, or the client's median gap): also give each other pass's ms")
     a = ap.parse_args(argv)
     log = read(a.log)
     rows = log.rows
@@ -109,6 +121,9 @@ def main(argv: list[str] | None = None) -> None:
           "mean {mean_ms:.2f}, max {max_ms:.2f}".format(**s))
     dec, pre, n = passes_per_s(rows, log.prefill, log.every, s["min_running"])
     print(f"  passes a second over {n} plateau seconds: decode {dec:.1f}, prefill {pre:.1f}")
+    if a.step_ms and (other := other_pass_ms(dec, pre, a.step_ms)) is not None:
+        print(f"  with decode steps of {a.step_ms:.2f} ms, each {'mixed' if log.mixed else 'prefill'} pass and what "
+              f"runs between passes takes {other:.1f} ms (arithmetic, not a profile)")
     if len(log.chunk_rates) > 1:
         q = statistics.quantiles(log.chunk_rates, n=10)
         print(f"  prefill of full {log.chunk}-token chunks ({len(log.chunk_rates)} passes): prompt tok/s p10 "

@@ -84,5 +84,9 @@ def test_mixed_chunk_trades_decode_passes_for_prefill_passes_that_also_decode(ca
     d1, p1, _ = sdl.passes_per_s(mixed.rows, mixed.prefill, mixed.every, sdl.summary(mixed.rows)["min_running"])
     assert 110 < d0 < 117 and 97 < d1 < 103 and 17 < p0 < 19.5 < p1 < 21.5
     assert 1.04 < (d1 + p1) / d0 < 1.08  # tokens a second for a running request, mixed against shipped
-    sdl.main([str(MIXED_RUN / "sglang-mixed-chunk.server.log.xz")])
-    assert "mixed chunk on" in capsys.readouterr().out
+    # what is left of a second per other pass, at the client's median gaps (7.24 and 7.11 ms): ~9.6 and ~14.4 ms
+    assert 9.3 < sdl.other_pass_ms(d0, p0, 7.24) < 9.9 and 14.1 < sdl.other_pass_ms(d1, p1, 7.11) < 14.7
+    assert sdl.other_pass_ms(d0, 0.0, 7.24) is None
+    sdl.main([str(MIXED_RUN / "sglang-mixed-chunk.server.log.xz"), "--step-ms", "7.11"])
+    out = capsys.readouterr().out
+    assert "mixed chunk on" in out and "each mixed pass and what runs between passes takes 14.4 ms" in out
