@@ -249,12 +249,11 @@ def _pair(doc: Doc, cand, base, table: attribution.KernelTable) -> list[list]:
     for key in sorted(set(cp) & set(bp), key=verdict.point_order):
         c_pg = attribution.point_profile(cp[key], _running(cand, cp[key][0].index))
         b_pg = attribution.point_profile(bp[key], _running(base, bp[key][0].index))
-        if why := attribution.below_table(table, [cb, bb], _needed_m(c_pg, cand.label) | _needed_m(b_pg, base.label)):
-            gap = 100 * (c_pg.output_throughput / b_pg.output_throughput - 1) if b_pg.output_throughput else None
-            rows.append([cand.label, base.label, key.label, c_pg.batch, b_pg.batch, gap, f"not modelled: {why}",
-                         "–", "–", "–", c_pg.batch_source])
-            continue
         a = attribution.compare(key.label, c_pg, b_pg, table, cb, bb)
+        if why := attribution.below_table(table, [cb, bb], _needed_m(c_pg, cand.label) | _needed_m(b_pg, base.label)):
+            rows.append([cand.label, base.label, key.label, a.batch_candidate, a.batch_baseline, a.measured_gap_pct,
+                         f"not modelled: {why}", "–", "–", "–", a.batch_source])
+            continue
         rows.append([cand.label, base.label, key.label, a.batch_candidate, a.batch_baseline, a.measured_gap_pct,
                      a.gemm_predicted_gap_pct, a.not_explained_pct, 100 * a.gemm_share_candidate,
                      100 * a.gemm_share_baseline, a.batch_source])
