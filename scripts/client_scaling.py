@@ -14,7 +14,9 @@ The server sends every request's OUTPUT_LEN one-token chunks on absolute deadlin
 every ITL_MS), so output tok/s = events/s. Per concurrency c, worker count N and client (interleaved in that
 order, the whole ladder --repeats times: drift of the machine hits every client and count alike): a closed loop of
 16-token requests, as many as last --seconds (default 10) at the schedule's pace (at least 4c and 256). llmcompare:
-N = 1 is the in-process client (loadgen.run_point), N > 1 the worker pool, each on every event loop of --loops; its
+N = 1 is the in-process client (loadgen.run_point), N > 1 the worker pool, each on every event loop of --loops,
+each finished request saved as serve-bench saves it (a line of requests.jsonl, schema/files.JsonlAppender; runs
+before 2026-12-07, session 34, saved nothing, so their figures leave out that cost); its
 figures are taken over the point's steady window: from --warm-s (default 2 s) after its start, past the opening
 burst in which all c streams open at once, to its last dispatch, before the drain (events/s = chunks that arrived in
 the window / its length; ITL over the gaps that ended in it; the server's lateness over the sends due in it, /stats
@@ -58,6 +60,7 @@ import client_capacity as cc  # noqa: E402  (the peers' runners)
 import fakeserver  # noqa: E402
 
 from llmcompare.engines.server import free_port  # noqa: E402
+from llmcompare.schema.files import JsonlAppender  # noqa: E402
 from llmcompare.schema.request import RequestSpec  # noqa: E402
 from llmcompare.schema.run import LoadKey  # noqa: E402
 from llmcompare.serve import loadgen, workers  # noqa: E402
@@ -146,13 +149,19 @@ def llmcompare_point(base: str, n_workers: int, c: int, loop: str, seconds: floa
     specs = [RequestSpec(f"p{i}", 16, OUTPUT_LEN) for i in range(n_requests(c, seconds))]
     key = LoadKey(concurrency=c)
 
+    tag = {"point": 0, "repeat": 0, "attempt": 0, "label": f"c={c}"}
+    log = JsonlAppender(Path(tempfile.mkdtemp(prefix="client-scaling-")) / "x.requests.jsonl")
+
+    def save(rec) -> None:  # each record saved as serve-bench saves it (serve/measure.py): its cost is the client's
+        log.write({**tag, **rec.to_json()})
+
     async def run():
         if n_workers == 1:
             async with loadgen.session() as s:
-                return await loadgen.run_point(s, req, key, specs)
+                return await loadgen.run_point(s, req, key, specs, on_record=save)
         with workers.WorkerPool(n_workers, req, loop=loop) as pool:
             await pool.idle_floors()  # the workers are up before the clock starts
-            return await pool.run_point(key, specs)
+            return await pool.run_point(key, specs, on_record=save)
 
     if n_workers == 1 and loop == "uvloop":
         import uvloop
@@ -160,6 +169,9 @@ def llmcompare_point(base: str, n_workers: int, c: int, loop: str, seconds: floa
         pr = uvloop.run(run())
     else:
         pr = asyncio.run(run())
+    log.close()
+    log.path.unlink()
+    log.path.parent.rmdir()
     ok = [r for r in pr.records if r.success]
     gaps = sorted(g for r in ok for g in r.itl_ms())
     loops = sorted({w.get("loop", "?") for w in pr.workers}) if n_workers > 1 else [loop + " (in-process)"]

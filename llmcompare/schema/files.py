@@ -71,6 +71,33 @@ def append_jsonl(path: Path, rec: dict) -> None:
         raise ResultsWriteError(f"cannot write results file {path}: {e}") from None
 
 
+class JsonlAppender:
+    """append_jsonl for a stream of lines (a point's finished requests): the file is opened at the first line and
+    kept open until close(), each line written and flushed as it comes, so a crash or Ctrl-C keeps every line
+    before it, as with append_jsonl. Opening the file for every line cost ~30-60 us of the client's parent per
+    request (scripts/parent_cost.py)."""
+
+    def __init__(self, path: Path):
+        self.path, self.f = Path(path), None
+
+    def write(self, rec: dict) -> None:
+        try:
+            if self.f is None:
+                self.f = open_for_write(self.path, "a")
+            self.f.write(json.dumps(_plain(rec), default=str) + "\n")
+            self.f.flush()
+        except OSError as e:
+            raise ResultsWriteError(f"cannot write results file {self.path}: {e}") from None
+
+    def close(self) -> None:
+        if self.f is not None:
+            f, self.f = self.f, None
+            try:
+                f.close()
+            except OSError as e:
+                raise ResultsWriteError(f"cannot write results file {self.path}: {e}") from None
+
+
 def planted_links(run_dir: Path) -> list[str]:
     """The symbolic links in a run directory (none of its files is one): checked before a resume writes to it."""
     return sorted(p.name for p in Path(run_dir).iterdir() if p.is_symlink())

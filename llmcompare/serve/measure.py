@@ -20,7 +20,7 @@ from llmcompare.analysis import agreement, metrics, steady, traffic, trust
 from llmcompare.engines import prefix_cache, registry
 from llmcompare.engines.server import ServerError
 from llmcompare.errors import ScenarioError
-from llmcompare.schema.files import RunFile, append_jsonl
+from llmcompare.schema.files import JsonlAppender, RunFile, append_jsonl
 from llmcompare.schema.request import RequestSpec
 from llmcompare.schema.run import LoadKey, PointResult, now
 from llmcompare.schema.scenario import EXACT_LENGTHS, Engine, Scenario
@@ -193,11 +193,11 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
     """The measured run of one point; the result is filled in and saved even when it is interrupted."""
     rf, name = b.rf, b.engine
     tag = {"point": res.index, "repeat": res.repeat, "attempt": res.attempt, "label": res.label}
-    saved = []
+    saved, log = [], JsonlAppender(rf.path(name, "requests.jsonl"))
 
     def save(rec) -> None:
         saved.append(rec)
-        append_jsonl(rf.path(name, "requests.jsonl"), {**tag, **rec.to_json()})
+        log.write({**tag, **rec.to_json()})
 
     url = b.req.url.rsplit("/v1/", 1)[0] + "/metrics"
     floor = await _floor(b, res)
@@ -223,6 +223,7 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
             res.converge_stop_s = round(conv.decided_s, 3)
             res.converge_live_rel_halfwidth, res.converge_live_series_s = conv.live_rel_halfwidth, conv.live_series_s
     finally:
+        log.close()
         for t, vals in sampler.samples:
             row = {**tag, "t_s": round(t, 4), "unix_s": round(sampler.unix_s(t), 4)}  # unix_s: nvidia-smi's clock
             append_jsonl(rf.path(name, "metrics.jsonl"), {**row, **vals})
