@@ -182,7 +182,11 @@ def llmcompare_point(base: str, n_workers: int, c: int, loop: str, seconds: floa
     return {"completed": len(ok), "failed": len(specs) - len(ok), **({"errors": why} if why else {}),
             **({"notes": pr.notes} if pr.notes else {}), **({"unfinished": pr.unfinished} if pr.unfinished else {}),
             **(window_figures(ok, pr.t0, window) if window else whole), "whole_point": whole,
-            "worker_loops": loops, "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms"), "_window": window}
+            "worker_loops": loops, "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms"),
+            # which client process ran out of core, if one did: the in-process client's or the workers' parent's
+            # CPU over the point (1.0 = a whole core), and each worker's
+            "cpu_share": pr.client_health().get("cpu_share"),
+            "worker_cpu_shares": [w.get("cpu_share") for w in pr.workers], "_window": window}
 
 
 def peer_point(name: str, base: str, model: str, n_workers: int, c: int, client_cores: str, tmp: Path,
@@ -279,6 +283,8 @@ def line(r: dict) -> str:
             f"({r['failed']} failed), {r['events_per_s']:,.0f} events/s, added p99 ITL error "
             f"{'-' if err is None else f'{err:.2f}'} ms{'†' if r.get('itl_kind') else ''}, server p99 late "
             f"{r['server_p99_late_ms_by_process']} ms, load {r['loadavg_1m']}, {r['wall_s']} s"
+            + (f", client CPU {r['cpu_share']} of a core, workers {r.get('worker_cpu_shares')}"
+               if r.get("cpu_share") is not None else "")
             + "".join(f"; {x}" for x in [*r.get("notes", []), *map(str, r.get("errors", []))]))
 
 

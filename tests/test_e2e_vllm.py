@@ -205,6 +205,8 @@ def test_two_client_processes_against_real_vllm_with_its_own_token_counters(tmp_
     (pt,) = [q for q in eng["points"] if q["attempt"] == 1]
     assert pt["metrics"]["completed"] == 24 and [w["requests"] for w in pt["client_workers"]] == [12, 12]
     assert all(w["loop_lag_samples"] > 0 for w in pt["client_workers"]) and pt["client"]["workers"] == 2
+    # which client process ran out of core, if one did: the parent's CPU share and each worker's
+    assert 0 < pt["client"]["cpu_share"] < 2.5 and all(0 < w["cpu_share"] < 2.5 for w in pt["client_workers"])
     c = pt["engine_counters"]
     assert c["reported"] and c["mean_running"] is not None
     if c["window_s"]:  # a window of two samples at least 2 s apart: the two rates compared over it

@@ -79,6 +79,7 @@ def test_closed_loop_keeps_c_in_flight_and_times_the_schedule(server):
     m = compute(pr.records, pr.duration_s, [50])
     assert m.stat("median_itl_ms") == pytest.approx(5.0, abs=2.5)
     assert m.mean_tokens_per_chunk == 1.0
+    assert 0 < pr.client_health()["cpu_share"] < 2.5  # the in-process client's CPU over the point, of one core
 
 
 def test_open_loop_with_max_concurrency_queues_in_the_client(server):

@@ -106,6 +106,9 @@ def test_a_closed_loop_point_over_two_workers_records_every_request(fake):
     assert not run.partial and len(run.records) == 20 == len(saved)
     assert sorted(r.index for r in run.records) == list(range(20)) and all(r.success for r in run.records)
     assert [w["requests"] for w in run.workers] == [10, 10] and run.client_health()["loop_lag_samples"] > 0
+    # the CPU each process spent over the point, as a share of one core (the parent's, then each worker's)
+    assert 0 < run.client_health()["cpu_share"] < 2.5 and run.cpu_s > 0
+    assert all(0 < w["cpu_share"] < 2.5 and w["cpu_s"] > 0 for w in run.workers)
     # never more than 4 in flight, over both processes (one clock: CLOCK_MONOTONIC)
     events = sorted([(r.dispatch_s, 1) for r in run.records] + [(r.dispatch_s + r.e2el_ms / 1000, -1)
                                                                  for r in run.records])

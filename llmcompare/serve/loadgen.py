@@ -74,11 +74,15 @@ class PointRun:
     workers: list[dict] = field(default_factory=list)  # per client worker process: its requests and loop lag
     notes: list[str] = field(default_factory=list)  # what made it partial besides the server (a worker died)
     converge_stop: str | None = None  # load.converge stopped the sending: "converged" | "time up" (serve/converge.py); None: it never did
+    # CPU seconds this process spent over the point (time.process_time, all its threads): the in-process client's,
+    # or the workers' parent's (each worker's own in `workers`); over duration_s, 1.0 is a whole core kept busy
+    cpu_s: float | None = None
 
     def client_health(self) -> dict:
         """The client's own load: a loop that wakes late delays every timestamp it takes by as much. With worker
         processes, the loop lag of all of them together (each worker's own in `workers`)."""
-        return lag_summary(sorted(self.loop_lag_ms))
+        share = {"cpu_share": round(self.cpu_s / self.duration_s, 3)} if self.cpu_s is not None and self.duration_s else {}
+        return lag_summary(sorted(self.loop_lag_ms)) | share
 
 
 def lag_summary(lag: list[float]) -> dict:
@@ -253,7 +257,7 @@ async def run_share(session: aiohttp.ClientSession, req: Request, specs: list[Re
     then get STOP_GRACE_S to fail, recorded as cut off). Records go to on_record as they finish. `enough` set
     (load.converge): nothing more is sent, and those in flight finish as results. after_failure(rec) (async): asks
     whether the server is gone after a failed request, setting `stop` if so (else check_abort() is asked)."""
-    run = PointRun(t0=t0)
+    run, cpu0 = PointRun(t0=t0), time.process_time()
     enough = enough or asyncio.Event()
 
     async def one(k: int, scheduled_s: float) -> None:
@@ -293,7 +297,7 @@ async def run_share(session: aiohttp.ClientSession, req: Request, specs: list[Re
             for t in (watcher, stopped, main):
                 t.cancel()  # on Ctrl-C: requests still in flight are not recorded (they count as unfinished)
             await asyncio.gather(watcher, stopped, main, return_exceptions=True)
-            run.duration_s = time.perf_counter() - t0
+            run.duration_s, run.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     return run
 
 

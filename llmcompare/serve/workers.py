@@ -187,7 +187,7 @@ class _Point:
         self.held: list[tuple[float, RequestRecord]] = []
 
     async def run(self) -> loadgen.PointRun:
-        run, t0 = self.run_, time.perf_counter() + START_AHEAD_S
+        run, t0, cpu0 = self.run_, time.perf_counter() + START_AHEAD_S, time.process_time()
         run.t0 = t0
         for wk, job in zip(self.pool.workers, self.jobs, strict=True):
             wk.started, wk.done, wk.dead = {}, None, None
@@ -205,7 +205,7 @@ class _Point:
                 watcher.cancel()
             if not all(wk.done for wk in self.pool.workers):  # Ctrl-C or an error here: stop them all
                 self._stop_all()
-            run.duration_s = time.perf_counter() - t0
+            run.duration_s, run.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
             self._collect_health()
             loadgen.settle(run, len(self.specs))
             self.bar.close()
@@ -312,6 +312,9 @@ class _Point:
             lags = sorted((wk.done or {}).get("loop_lag_ms", []))
             self.run_.loop_lag_ms += lags
             h = loadgen.lag_summary(lags)
+            cpu = (wk.done or {}).get("cpu_s")
+            if cpu is not None and self.run_.duration_s:  # 1.0: the worker kept a whole core busy
+                h |= {"cpu_s": round(cpu, 3), "cpu_share": round(cpu / self.run_.duration_s, 3)}
             self.run_.workers.append({"worker": wk.index, "requests": len(self.plan[wk.index]), **h,
                                       **({"loop": wk.done["loop"]} if wk.done and "loop" in wk.done else {}),
                                       **({"died": wk.dead} if wk.dead else {})})
@@ -376,7 +379,7 @@ async def _job(conn: Connection, session, req: loadgen.Request, job: dict, specs
                                   started, finished, enough=enough)
     listener.cancel()
     await asyncio.gather(listener, return_exceptions=True)
-    conn.send(("done", {"loop_lag_ms": run.loop_lag_ms, "loop": loop_name}))
+    conn.send(("done", {"loop_lag_ms": run.loop_lag_ms, "loop": loop_name, "cpu_s": run.cpu_s}))
 
 
 async def _listen(conn: Connection, stop: asyncio.Event, enough: asyncio.Event) -> None:
