@@ -4,7 +4,8 @@ spends on each (serve/workers.py's _Point, and the save of serve/measure.py), tw
 run. A benchmark, not a test.
 
   flock /tmp/llmcompare-cpu.lock .venv/bin/python scripts/parent_cost.py --baseline REV [--workers 2]
-      [--concurrency 256] [--seconds 8] [--repeats 3] [--out reports/parent-cost-cpu.json]
+      [--concurrency 256] [--seconds 8] [--repeats 3] [--client-cores 0-7 --server-cores 8-15
+      --server-processes 8] [--out reports/parent-cost-cpu.json]
 
 Why it exists: with worker processes every finished request comes to one parent, which decodes it, saves it to
 <engine>.requests.jsonl and passes it on (progress, load.converge). Its cost per request bounds the whole client:
@@ -14,9 +15,9 @@ at the fake server's 64 one-token chunks a request, a parent that spends P us of
 How: REV (a commit, e.g. the one before a change) is checked out into a temporary git worktree; each repeat runs one
 point of each tree in turn (baseline, current, baseline, current, ...: drift of the machine hits both), each in a
 fresh interpreter that imports llmcompare from that tree and runs `WorkerPool.run_point` with N workers against
-the same fake server (tests/fakeserver.py of this tree, one process: first chunk after 20 ms, then one chunk of one
-token every 5 ms, 64 a request), a closed loop at concurrency c, with each record saved as that tree's serve-bench
-saves it (`files.JsonlAppender` where the tree has it, as serve/measure.py uses it, else measure.py's former save:
+the same fake server (tests/fakeserver.py of this tree, in --server-processes on one port, one by default: first
+chunk after 20 ms, then one chunk of one token every 5 ms, 64 a request), a closed loop at concurrency c, with each
+record saved as that tree's serve-bench saves it (`files.JsonlAppender` where the tree has it, as serve/measure.py uses it, else measure.py's former save:
 `append_jsonl`, the file opened for every line).
 Measured per point: the parent's CPU (time.process_time, this process alone) per finished request; each worker's
 CPU (/proc/PID/stat, user + system) per request; events/s over the whole point; the client's p99 loop lag. The
@@ -104,10 +105,39 @@ def child(tree: str, base: str, workers_n: int, c: int, n: int, out_dir: str) ->
             "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms"), "duration_s": pr.duration_s}
 
 
+def _git(*args: str) -> str:
+    """git's answer in this repository ("" where there is no git history, as on the device's copy of the tree)."""
+    try:
+        p = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+    except FileNotFoundError:  # no git at all
+        p = subprocess.CompletedProcess(args, 127, "", "git is not installed")
+    if p.returncode and args[0] == "rev-parse" and len(args) == 2 and args[1] != "HEAD":
+        raise SystemExit(f"--baseline {args[1]}: not a revision of this repository ({p.stderr.strip()})")
+    return p.stdout.strip() if p.returncode == 0 else ""
+
+
+def start_server(port: int, cores: str | None, processes: int) -> subprocess.Popen:
+    """The fake server on the schedule, in `processes` processes pinned to `cores` (None: any), once it answers."""
+    import fakeserver
+
+    pin = ["taskset", "-c", cores] if cores else []
+    srv = subprocess.Popen([*pin, sys.executable, str(ROOT / "tests/fakeserver.py"), str(port), "--ttft-ms",
+                            str(TTFT_MS), "--itl-ms", str(ITL_MS), "--processes", str(processes)])
+    for _ in range(100):
+        try:
+            fakeserver.stats(f"http://127.0.0.1:{port}")
+            return srv
+        except OSError:
+            time.sleep(0.1)
+    srv.kill()
+    raise SystemExit(f"the fake server on port {port} did not answer in 10 s")
+
+
 def one(tree: Path, a, base: str) -> dict:
     n = max(4 * a.concurrency, int(a.seconds * a.concurrency / ((TTFT_MS + (OUTPUT_LEN - 1) * ITL_MS) / 1000)))
     with tempfile.TemporaryDirectory() as d:
-        cmd = [sys.executable, __file__, "--child", str(tree), base, str(a.workers), str(a.concurrency), str(n), d]
+        pin = ["taskset", "-c", a.client_cores] if a.client_cores else []  # the workers inherit it
+        cmd = [*pin, sys.executable, __file__, "--child", str(tree), base, str(a.workers), str(a.concurrency), str(n), d]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=d, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -118,30 +148,35 @@ def main() -> None:
         print(json.dumps(child(tree, base, int(w), int(c), int(n), d)))
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--baseline", required=True, help="a git revision of this repository (the tree before a change)")
+    base_ = ap.add_mutually_exclusive_group(required=True)
+    base_.add_argument("--baseline", help="a git revision of this repository (the tree before a change)")
+    base_.add_argument("--baseline-tree", type=Path, help="a directory holding the baseline's llmcompare/ (where "
+                       "there is no git history, as on the device: git archive REV llmcompare | tar -x -C DIR)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--seconds", type=float, default=8.0, help="a point's planned length at the schedule's pace")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--client-cores", default=None, help="taskset's core list for the client (parent and workers)")
+    ap.add_argument("--server-cores", default=None, help="taskset's core list for the fake server")
+    ap.add_argument("--server-processes", type=int, default=1, help="fake server processes on one port")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
-    import fakeserver
-
     from llmcompare.engines.server import free_port
 
-    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", a.baseline], check=True, capture_output=True,
-                         text=True).stdout.strip()
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True, capture_output=True,
-                          text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "llmcompare"], check=True,
-                                capture_output=True, text=True).stdout.strip())
-    wt = Path(tempfile.mkdtemp(prefix="parent-cost-")) / "baseline"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
-                   capture_output=True)
+    head, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "llmcompare"))
+    if a.baseline_tree is not None:
+        if not (a.baseline_tree / "llmcompare/serve/workers.py").is_file():
+            raise SystemExit(f"--baseline-tree {a.baseline_tree}: no llmcompare/serve/workers.py there")
+        rev, wt, made = f"tree {a.baseline_tree.resolve()}", a.baseline_tree.resolve(), False
+    else:
+        rev = _git("rev-parse", a.baseline)
+        wt, made = Path(tempfile.mkdtemp(prefix="parent-cost-")) / "baseline", True
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
+                       capture_output=True)
     port = free_port()
-    server = fakeserver.launch(port, "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS))
+    server = start_server(port, a.server_cores, a.server_processes)
     rows = []
     try:
         for r in range(a.repeats):
@@ -155,8 +190,9 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], check=False)
-        shutil.rmtree(wt.parent, ignore_errors=True)
+        if made:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], check=False)
+            shutil.rmtree(wt.parent, ignore_errors=True)
     summary = {}
     for fig in ("parent_cpu_us_per_request", "worker_cpu_us_per_request", "events_per_s"):
         pairs = [(b[fig], c[fig]) for b, c in zip(rows[::2], rows[1::2], strict=True)]
@@ -168,12 +204,12 @@ def main() -> None:
               f"current/baseline {summary[fig]['ratio_median']:.3f} (pairs: "
               + ", ".join(f"{x:.3f}" for x in ratios) + ")")
     result = {"when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "baseline": rev,
-              "current": head + (" + uncommitted changes" if dirty else ""), "cores": os.cpu_count(),
+              "current": (head or "the tree as copied, without git history") + (" + uncommitted changes" if dirty else ""), "cores": os.cpu_count(),
               "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
               "args": {k: v for k, v in vars(a).items() if k != "out"} | {"out": str(a.out) if a.out else None},
               "rows": rows, "summary": summary}
     if a.out:
-        a.out.write_text(json.dumps(result, indent=1) + "\n")
+        a.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":
