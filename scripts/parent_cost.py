@@ -105,6 +105,13 @@ def child(tree: str, base: str, workers_n: int, c: int, n: int, out_dir: str) ->
             "loop_lag_p99_ms": pr.client_health().get("loop_lag_p99_ms"), "duration_s": pr.duration_s}
 
 
+def _cpu_model() -> str:
+    for ln in Path("/proc/cpuinfo").read_text().splitlines():
+        if ln.startswith("model name"):
+            return ln.split(":", 1)[1].strip()
+    return platform.machine()
+
+
 def _git(*args: str) -> str:
     """git's answer in this repository ("" where there is no git history, as on the device's copy of the tree)."""
     try:
@@ -205,7 +212,7 @@ def main() -> None:
               + ", ".join(f"{x:.3f}" for x in ratios) + ")")
     result = {"when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "baseline": rev,
               "current": (head or "the tree as copied, without git history") + (" + uncommitted changes" if dirty else ""), "cores": os.cpu_count(),
-              "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
+              "cpu": _cpu_model(), "python": platform.python_version(),
               "args": {k: v for k, v in vars(a).items() if k != "out"} | {"out": str(a.out) if a.out else None},
               "rows": rows, "summary": summary}
     if a.out:
