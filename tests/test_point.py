@@ -95,9 +95,12 @@ def test_open_loop_sends_on_the_seeded_schedule(server):
     pr = run(server, LoadKey(request_rate=rate), n)
     due = loadgen.arrivals(n, rate, 1.0, 1)
     by_index = sorted(pr.records, key=lambda r: r.index)
+    # sent when due (no cap: nothing to wait for), within 20 ms plus the most the client's own loop woke late in
+    # this point (a loaded machine delays every timer alike: the fast tier runs 4 processes on 2 cores)
+    late_s = 0.02 + max(pr.loop_lag_ms, default=0.0) / 1000
     for r, t in zip(by_index, due, strict=True):
         assert r.scheduled_s == pytest.approx(t)
-        assert 0 <= r.dispatch_s - t < 0.02  # sent when due (no cap: nothing to wait for)
+        assert 0 <= r.dispatch_s - t < late_s
     assert max_in_flight(pr) > 1  # 40/s of ~60 ms requests overlap
 
 
