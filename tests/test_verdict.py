@@ -144,6 +144,15 @@ def test_a_stream_the_server_sent_as_one_event_is_timed_correctly():
     assert not late.trusted and late.server_merged_requests == 0 and "several events" in late.reasons[0]
 
 
+def test_the_busy_note_names_the_client_processes_that_kept_a_core_busy():
+    assert trust.busy_note({}, []) is None and trust.busy_note({"cpu_share": 0.5}, [{"cpu_share": 0.89}]) is None
+    note = trust.busy_note({"cpu_share": 0.95}, [{"worker": 0, "cpu_share": 0.3}, {"worker": 1, "cpu_share": 1.01}])
+    assert note.startswith("client processes busy over the point (share of one core): the workers' parent 0.95, "
+                           "worker 1 1.01;") and "loop lag, not this, decides trust" in note
+    assert trust.busy_note({"cpu_share": 0.92}, []).startswith("client processes busy over the point (share of one "
+                                                               "core): the client 0.92;")
+
+
 def write_run(tmp_path, engines):
     run = ServeRun(created_at="2026-12-02T00:00:00+00:00", scenario={"load": {"repeats": 3}},
                    engines={e.name: e for e in engines})

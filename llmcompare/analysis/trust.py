@@ -85,6 +85,25 @@ def merged_note(t: Trust, records: Sequence[RequestRecord]) -> str | None:
             "kept in the figures")
 
 
+BUSY_CPU_SHARE = 0.9  # a client process that used this much of a core over a point had little to spare
+
+
+def busy_note(client: dict, workers: Sequence[dict]) -> str | None:
+    """The point's note naming the client processes that kept a core busy over it (run.json `client.cpu_share`,
+    `client_workers[].cpu_share`), or None. Not a trust decision (a busy process that kept its timers is still
+    on time: the loop lag decides); it says which process to look at when the client is suspected."""
+    busy = [f"worker {w.get('worker')} {w['cpu_share']:.2f}" for w in workers
+            if (w.get("cpu_share") or 0) >= BUSY_CPU_SHARE]
+    share = client.get("cpu_share")
+    if share is not None and share >= BUSY_CPU_SHARE:
+        who = "the workers' parent" if workers else "the client"
+        busy.insert(0, f"{who} {share:.2f}")
+    if not busy:
+        return None
+    return (f"client processes busy over the point (share of one core): {', '.join(busy)}; "
+            "its loop lag, not this, decides trust")
+
+
 def worth_retry(t: Trust) -> bool:
     """Timing problems may pass; a wrong length or the engine's counters will not."""
     return not t.trusted and t.wrong_length_requests == 0 and not t.counter_disagreement

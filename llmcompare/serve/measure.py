@@ -223,13 +223,13 @@ async def _run(session: aiohttp.ClientSession, b: Bench, res: PointResult, specs
             res.converge_stop_s = round(conv.decided_s, 3)
             res.converge_live_rel_halfwidth, res.converge_live_series_s = conv.live_rel_halfwidth, conv.live_series_s
     finally:
-        log.close()
         for t, vals in sampler.samples:
             row = {**tag, "t_s": round(t, 4), "unix_s": round(sampler.unix_s(t), 4)}  # unix_s: nvidia-smi's clock
             append_jsonl(rf.path(name, "metrics.jsonl"), {**row, **vals})
         _finish(b, res, pr, saved, sampler, floor)
         res.telemetry = tel.save(rf.path(name, "telemetry.jsonl.gz"), tag, res.metrics)
         rf.point(name, res)
+        log.close()  # last: its lines are already flushed, and the point is saved before anything here can fail
     return pr
 
 
@@ -260,7 +260,8 @@ def _finish(b: Bench, res: PointResult, pr, saved: list, sampler: MetricsSampler
     res.engine_counters = agreement.compare(samples, pr.records, res.concurrency)
     res.trust = trust.assess(pr.records, res.metrics, res.client, floor, b.s.workload.ignore_eos,
                              agreement.reasons(res.engine_counters))
-    for note in (agreement.running_note(res.engine_counters), trust.merged_note(res.trust, pr.records)):
+    for note in (agreement.running_note(res.engine_counters), trust.merged_note(res.trust, pr.records),
+                 trust.busy_note(res.client, res.client_workers)):
         if note:
             res.warnings.append(note)
     res.warnings += pr.notes
