@@ -150,7 +150,8 @@ def llmcompare_point(base: str, n_workers: int, c: int, loop: str, seconds: floa
     key = LoadKey(concurrency=c)
 
     tag = {"point": 0, "repeat": 0, "attempt": 0, "label": f"c={c}"}
-    log = JsonlAppender(Path(tempfile.mkdtemp(prefix="client-scaling-")) / "x.requests.jsonl")
+    tmp = tempfile.TemporaryDirectory(prefix="client-scaling-")
+    log = JsonlAppender(Path(tmp.name) / "x.requests.jsonl")
 
     def save(rec) -> None:  # each record saved as serve-bench saves it (serve/measure.py): its cost is the client's
         log.write({**tag, **rec.to_json()})
@@ -163,15 +164,16 @@ def llmcompare_point(base: str, n_workers: int, c: int, loop: str, seconds: floa
             await pool.idle_floors()  # the workers are up before the clock starts
             return await pool.run_point(key, specs, on_record=save)
 
-    if n_workers == 1 and loop == "uvloop":
-        import uvloop
+    try:
+        if n_workers == 1 and loop == "uvloop":
+            import uvloop
 
-        pr = uvloop.run(run())
-    else:
-        pr = asyncio.run(run())
-    log.close()
-    log.path.unlink()
-    log.path.parent.rmdir()
+            pr = uvloop.run(run())
+        else:
+            pr = asyncio.run(run())
+    finally:
+        log.close()
+        tmp.cleanup()  # the lines were written for their cost, not kept
     ok = [r for r in pr.records if r.success]
     gaps = sorted(g for r in ok for g in r.itl_ms())
     loops = sorted({w.get("loop", "?") for w in pr.workers}) if n_workers > 1 else [loop + " (in-process)"]

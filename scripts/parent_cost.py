@@ -17,8 +17,8 @@ point of each tree in turn (baseline, current, baseline, current, ...: drift of 
 fresh interpreter that imports llmcompare from that tree and runs `WorkerPool.run_point` with N workers against
 the same fake server (tests/fakeserver.py of this tree, in --server-processes on one port, one by default: first
 chunk after 20 ms, then one chunk of one token every 5 ms, 64 a request), a closed loop at concurrency c, with each
-record saved as that tree's serve-bench saves it (`files.JsonlAppender` where the tree has it, as serve/measure.py uses it, else measure.py's former save:
-`append_jsonl`, the file opened for every line).
+record saved as that tree's serve-bench saves it (`files.JsonlAppender` where the tree has it, as serve/measure.py
+uses it, else measure.py's former save: `append_jsonl`, the file opened for every line).
 Measured per point: the parent's CPU (time.process_time, this process alone) per finished request; each worker's
 CPU (/proc/PID/stat, user + system) per request; events/s over the whole point; the client's p99 loop lag. The
 ratio current / baseline is taken pair by pair (one repeat's two points). CPU time, not wall time, so that sharing
@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTPUT_LEN, TTFT_MS, ITL_MS = 64, 20.0, 5.0
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -51,7 +50,7 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def child(tree: str, base: str, workers_n: int, c: int, n: int, out_dir: str) -> dict:
+def child(tree: str, base: str, workers_n: int, c: int, n: int, output_len: int, out_dir: str) -> dict:
     """One point, llmcompare imported from `tree`: what it measured, as a dict."""
     sys.path.insert(0, tree)
     import asyncio
@@ -79,7 +78,7 @@ def child(tree: str, base: str, workers_n: int, c: int, n: int, out_dir: str) ->
             files.append_jsonl(path, {**tag, **rec.to_json()})
 
     req = loadgen.Request(f"{base}/v1/completions", "fake-model", {"stream": True, "ignore_eos": True}, 120.0)
-    specs = [RequestSpec(f"p{i}", 16, OUTPUT_LEN) for i in range(n)]
+    specs = [RequestSpec(f"p{i}", 16, output_len) for i in range(n)]
 
     async def run():
         with workers.WorkerPool(workers_n, req) as pool:
@@ -98,7 +97,8 @@ def child(tree: str, base: str, workers_n: int, c: int, n: int, out_dir: str) ->
     lines = sum(1 for _ in path.open())
     import llmcompare
 
-    return {"llmcompare_from": str(Path(llmcompare.__file__).parents[1]), "completed": len(ok), "failed": len(pr.records) - len(ok), "lines_saved": lines,
+    return {"llmcompare_from": str(Path(llmcompare.__file__).parents[1]), "completed": len(ok),
+            "failed": len(pr.records) - len(ok), "lines_saved": lines,
             "parent_cpu_us_per_request": 1e6 * parent_s / max(1, len(pr.records)),
             "worker_cpu_us_per_request": 1e6 * sum(worker_s) / max(1, len(pr.records)),
             "events_per_s": sum(len(r.chunk_ms) for r in ok) / pr.duration_s if pr.duration_s else 0.0,
@@ -123,36 +123,22 @@ def _git(*args: str) -> str:
     return p.stdout.strip() if p.returncode == 0 else ""
 
 
-def start_server(port: int, cores: str | None, processes: int) -> subprocess.Popen:
-    """The fake server on the schedule, in `processes` processes pinned to `cores` (None: any), once it answers."""
-    import fakeserver
-
-    pin = ["taskset", "-c", cores] if cores else []
-    srv = subprocess.Popen([*pin, sys.executable, str(ROOT / "tests/fakeserver.py"), str(port), "--ttft-ms",
-                            str(TTFT_MS), "--itl-ms", str(ITL_MS), "--processes", str(processes)])
-    for _ in range(100):
-        try:
-            fakeserver.stats(f"http://127.0.0.1:{port}")
-            return srv
-        except OSError:
-            time.sleep(0.1)
-    srv.kill()
-    raise SystemExit(f"the fake server on port {port} did not answer in 10 s")
-
-
-def one(tree: Path, a, base: str) -> dict:
-    n = max(4 * a.concurrency, int(a.seconds * a.concurrency / ((TTFT_MS + (OUTPUT_LEN - 1) * ITL_MS) / 1000)))
+def one(tree: Path, a, base: str, n: int, output_len: int) -> dict:
+    """One point of `tree`, in a fresh interpreter importing llmcompare from it."""
     with tempfile.TemporaryDirectory() as d:
         pin = ["taskset", "-c", a.client_cores] if a.client_cores else []  # the workers inherit it
-        cmd = [*pin, sys.executable, __file__, "--child", str(tree), base, str(a.workers), str(a.concurrency), str(n), d]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=d, timeout=600)
+        cmd = [*pin, sys.executable, __file__, "--child", str(tree), base, str(a.workers), str(a.concurrency),
+               str(n), str(output_len), d]
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=d, timeout=600)
+    if out.returncode:
+        raise SystemExit(f"the point of {tree} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        tree, base, w, c, n, d = sys.argv[2:8]
-        print(json.dumps(child(tree, base, int(w), int(c), int(n), d)))
+        tree, base, w, c, n, out_len, d = sys.argv[2:9]
+        print(json.dumps(child(tree, base, int(w), int(c), int(n), int(out_len), d)))
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     base_ = ap.add_mutually_exclusive_group(required=True)
@@ -168,9 +154,8 @@ def main() -> None:
     ap.add_argument("--server-processes", type=int, default=1, help="fake server processes on one port")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "tests"))
-    sys.path.insert(0, str(ROOT))
-    from llmcompare.engines.server import free_port
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import client_scaling  # its fake server and schedule: 64 one-token chunks, the first at 20 ms, then every 5 ms
 
     head, dirty = _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "llmcompare"))
     if a.baseline_tree is not None:
@@ -182,13 +167,13 @@ def main() -> None:
         wt, made = Path(tempfile.mkdtemp(prefix="parent-cost-")) / "baseline", True
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
                        capture_output=True)
-    port = free_port()
-    server = start_server(port, a.server_cores, a.server_processes)
+    n = client_scaling.n_requests(a.concurrency, a.seconds)  # as many as last --seconds at the schedule's pace
+    server, base = client_scaling.start_server(a.server_cores, a.server_processes)  # the same server, same schedule
     rows = []
     try:
         for r in range(a.repeats):
             for name, tree in (("baseline", wt), ("current", ROOT)):
-                m = one(tree, a, f"http://127.0.0.1:{port}")
+                m = one(tree, a, base, n, client_scaling.OUTPUT_LEN)
                 rows.append({"repeat": r, "tree": name, **m, "load_1min": os.getloadavg()[0]})
                 print(f"repeat {r} {name:8s} parent {m['parent_cpu_us_per_request']:7.1f} us/req  workers "
                       f"{m['worker_cpu_us_per_request']:7.1f} us/req  {m['events_per_s']:8.0f} events/s  "
@@ -211,7 +196,8 @@ def main() -> None:
               f"current/baseline {summary[fig]['ratio_median']:.3f} (pairs: "
               + ", ".join(f"{x:.3f}" for x in ratios) + ")")
     result = {"when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "baseline": rev,
-              "current": (head or "the tree as copied, without git history") + (" + uncommitted changes" if dirty else ""), "cores": os.cpu_count(),
+              "current": (head or "the tree as copied, without git history") + (" + uncommitted changes" if dirty else ""),
+              "cores": os.cpu_count(),
               "cpu": _cpu_model(), "python": platform.python_version(),
               "args": {k: v for k, v in vars(a).items() if k != "out"} | {"out": str(a.out) if a.out else None},
               "rows": rows, "summary": summary}

@@ -81,8 +81,10 @@ class PointRun:
     def client_health(self) -> dict:
         """The client's own load: a loop that wakes late delays every timestamp it takes by as much. With worker
         processes, the loop lag of all of them together (each worker's own in `workers`)."""
-        share = {"cpu_share": round(self.cpu_s / self.duration_s, 3)} if self.cpu_s is not None and self.duration_s else {}
-        return lag_summary(sorted(self.loop_lag_ms)) | share
+        health = lag_summary(sorted(self.loop_lag_ms))
+        if self.cpu_s is not None and self.duration_s:
+            health["cpu_share"] = round(self.cpu_s / self.duration_s, 3)
+        return health
 
 
 def lag_summary(lag: list[float]) -> dict:
