@@ -127,3 +127,28 @@ def test_an_m_below_the_table_is_not_modelled():
     assert why == "the kernel table starts at M = 64, below it not measured: decode batch 10"
     assert A.below_table(t, ["fast"], {"decode batch": 64.0}) is None
     assert A.below_table(table(), ["fast", "slow"], {"decode batch": 1.0}) is None  # a table from M = 1 covers all
+
+
+def _engine(version, kind="lmdeploy", name="turbomind"):
+    return EngineRecord(name=name, kind=kind, version=version)
+
+
+def test_a_backend_timed_with_another_version_of_the_served_engine_is_named():
+    from llmcompare.schema.kernel_run import KernelRun
+
+    # session 25's H100 run of 0.17: `--backends turbomind --python turbomind=<lmdeploy 0.17 env>`, no @ label
+    run = KernelRun(layers=2, shapes=[{"name": "a", "n": 8, "k": 8, "per_layer": 1}],
+                    workers=[{"backends": ["turbomind"], "env": {"versions": {"lmdeploy": "0.17.0", "torch": "2.11"}}},
+                             {"backends": ["machete", "cublas"], "env": {"versions": {"vllm": "0.26.0+cu130"}}},
+                             {"backends": ["turbomind@0.18.0"], "env": None}])
+    t = A.KernelTable.from_run(run)
+    why = t.other_version("turbomind", _engine("0.18.0"))
+    assert why and "timed turbomind with lmdeploy 0.17.0, and turbomind served lmdeploy 0.18.0" in why
+    assert "--backends turbomind@0.17.0" in why
+    assert t.other_version("turbomind", _engine("0.17.0")) is None  # the version it served
+    assert t.other_version("machete", _engine("0.26.0", "vllm", "vllm")) is None  # a local build tag is not a version
+    assert t.other_version("machete", _engine("0.25.1", "vllm", "vllm"))
+    assert t.other_version("cublas", _engine("0.18.0")) is None  # cuBLAS stands for no engine's package
+    assert t.other_version("turbomind", _engine(None)) is None  # the served version unknown: not checked
+    assert t.other_version("turbomind@0.18.0", _engine("0.17.0")) is None  # its worker reported no versions
+    assert A.KernelTable({}, [], 1).other_version("turbomind", _engine("0.18.0")) is None  # an older table

@@ -155,3 +155,17 @@ def test_a_committed_sharegpt_pass_reports_its_windows_difference_not_a_cost(tmp
     assert "(their rates' difference: GPU-side +2.7%, client +3.5%)" in rows["vllm"]
     assert "(their rates' difference: GPU-side -28.0%, client -6.3%)" in rows["sglang"]
     assert all("| – | – | no kernel-bench run given; capture cost not given" in r for r in rows.values())
+
+
+def test_the_predicted_step_needs_the_served_version_of_the_backend():
+    from llmcompare.analysis.attribution import KernelTable
+    from llmcompare.report.timeline import _predicted
+    from llmcompare.schema.run import EngineRecord
+
+    t = KernelTable({"turbomind": {"a": [(1, 10.0), (256, 40.0)]}}, [{"name": "a", "n": 8, "k": 8}], layers=2,
+                    versions={"turbomind": {"lmdeploy": "0.17.0"}})
+    same = EngineRecord(name="turbomind-0.17", kind="lmdeploy", version="0.17.0")
+    other = EngineRecord(name="turbomind", kind="lmdeploy", version="0.18.0")
+    assert _predicted(t, "turbomind", 256, same) == (pytest.approx(0.08), "")  # 2 layers x 40 µs, in ms
+    pred, why = _predicted(t, "turbomind", 256, other)
+    assert pred is None and why.startswith("the kernel run timed turbomind with lmdeploy 0.17.0, and turbomind served")

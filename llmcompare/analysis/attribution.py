@@ -69,6 +69,8 @@ class KernelTable:
     lm_head: list[tuple[int, float]] = field(default_factory=list)  # cuBLAS fp16 [(M, graph µs)]; [] not measured
     tensor_parallel: int = 1
     allreduce_us: list[tuple[int, float]] = field(default_factory=list)  # sorted [(M, µs)]; empty: no comm term
+    # backend -> the package versions its worker's environment reported ({"lmdeploy": "0.17.0", ...}); {}: unknown
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_run(cls, run: KernelRun) -> KernelTable:
@@ -84,7 +86,9 @@ class KernelTable:
         head = sorted((p.m, p.time_us) for p in run.points if p.status == "ok" and p.shape == LM_HEAD
                       and base_name(p.backend) == "cublas" and p.time_us)
         comm = sorted((c.m, c.us) for c in run.collectives if c.status == "ok" and c.us)
-        return cls(t, shapes, int(run.layers or 0), head, int(run.tensor_parallel or 1), comm)
+        versions = {b: dict(((w.get("env") or {}).get("versions")) or {}) for w in run.workers
+                    for b in w.get("backends") or []}
+        return cls(t, shapes, int(run.layers or 0), head, int(run.tensor_parallel or 1), comm, versions)
 
     def gemm_us(self, backend: str, shape: str, m: float) -> float:
         return interpolate(self.backend_us[backend][shape], m)
@@ -102,6 +106,21 @@ class KernelTable:
     def comm_step_us(self, m: float) -> float:
         """The all-reduces of one forward pass over m tokens, µs (0 without a measured all-reduce)."""
         return self.layers * ALLREDUCES_PER_LAYER * interpolate(self.allreduce_us, m) if self.allreduce_us else 0.0
+
+    def other_version(self, backend: str, engine: EngineRecord) -> str | None:
+        """Why this table's `backend` does not stand for what `engine` served, or None: the kernel run timed it in
+        an environment with another version of the engine's own package (`--python turbomind=<an lmdeploy 0.17
+        env>` without the `@0.17.0` label, set beside a served lmdeploy 0.18). A version unknown on either side,
+        or a backend of another engine kind (cuBLAS): not checked. Local build tags (`+cu130`) are ignored."""
+        b, kind = gemm_backends.BACKENDS.get(base_name(backend)), registry.ENGINES.get(engine.kind or "")
+        if not b or not kind or not kind.module or b.engine != engine.kind:
+            return None
+        timed = self.versions.get(backend, {}).get(kind.module)
+        if timed and engine.version and timed.split("+")[0] != engine.version.split("+")[0]:
+            return (f"the kernel run timed {backend} with {kind.module} {timed}, and {engine.name} served "
+                    f"{kind.module} {engine.version}: time each version under its own name, e.g. kernel-bench "
+                    f"--backends {base_name(backend)}@{timed} --python {base_name(backend)}@{timed}=PYTHON")
+        return None
 
     def has(self, backend: str) -> bool:
         return backend in self.backend_us and all(s["name"] in self.backend_us[backend] for s in self.shapes)

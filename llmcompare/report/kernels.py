@@ -204,6 +204,9 @@ def _time_split(doc: Doc, engines: dict, table: attribution.KernelTable) -> None
         b, _ = attribution.engine_backend(sv.rec, sv.scenario_engine)
         if not b or not table.has(b):
             continue
+        if why := table.other_version(b, sv.rec):
+            rows.append([sv.label, "–", b, None, f"not modelled: {why}"] + ["–"] * 5)
+            continue
         tp = sv.rec.tensor_parallel or (sv.scenario_engine or {}).get("tensor_parallel") or 1
         if tp != table.tensor_parallel:
             doc.p(f"WARNING: {sv.label} ran at tensor_parallel {tp}, the kernel table is at {table.tensor_parallel}.")
@@ -239,6 +242,9 @@ def _pair(doc: Doc, cand, base, table: attribution.KernelTable) -> list[list]:
     bb, b_how = attribution.engine_backend(base.rec, base.scenario_engine)
     if not cb or not bb or not table.has(cb) or not table.has(bb):
         doc.p(f"{cand.label} against {base.label}: not attributed: the kernel table lacks {cb or '?'} or {bb or '?'}.")
+        return []
+    if why := table.other_version(cb, cand.rec) or table.other_version(bb, base.rec):
+        doc.p(f"{cand.label} against {base.label}: not attributed: {why}.")
         return []
     if attribution.shapes_match(table, base.run.model_config) is False:
         doc.p(f"WARNING: the kernel run's shapes or layer count differ from {base.label}'s model config.json; the "

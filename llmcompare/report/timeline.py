@@ -10,6 +10,7 @@ from llmcompare.profile.kernel_class import ORDER
 from llmcompare.report.doc import Doc
 from llmcompare.schema.kernel_run import KernelRun
 from llmcompare.schema.profile import ProfileRecord, TraceFile
+from llmcompare.schema.run import EngineRecord
 
 REST = ("norm_act", "sampling", "copy", "other")  # "other kernels" of the table
 
@@ -25,12 +26,15 @@ def _main_trace(p: ProfileRecord) -> TraceFile | None:
     return max(ok, key=lambda t: t.steps.events) if ok else None
 
 
-def _predicted(table: KernelTable | None, backend: str | None, batch: float | None) -> tuple[float | None, str]:
+def _predicted(table: KernelTable | None, backend: str | None, batch: float | None,
+               engine: EngineRecord) -> tuple[float | None, str]:
     """kernel-bench's int4 GEMM ms per decode step at M = batch (every layer's shapes; lm_head apart)."""
     if table is None:
         return None, "no kernel-bench run given"
     if not backend or not table.has(backend):
         return None, f"the kernel run has no {backend or 'known'} backend"
+    if why := table.other_version(backend, engine):
+        return None, why
     if not batch:
         return None, "no batch (no measured repeat with figures)"
     if why := below_table(table, [backend], {"the decode batch": batch}):
@@ -169,7 +173,7 @@ def _row(label: str, sv, p: ProfileRecord, table: KernelTable | None) -> list:
     usable = [x for x in pts if x.usable] or pts
     batch = decode_batch(p, usable)
     backend, _ = engine_backend(sv.rec, sv.scenario_engine)
-    pred, why = _predicted(table, backend, batch)
+    pred, why = _predicted(table, backend, batch, sv.rec)
     if t is None or not t.steps.steps:
         note = p.error or (t.steps.note if t else "no trace analysed")
         return [label, p.label, "–", _pct(p.window_prefill_share), "–", "–", "–", "–", "–", ms(pred), batch, "–",
