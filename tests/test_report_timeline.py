@@ -157,7 +157,7 @@ def test_a_committed_sharegpt_pass_reports_its_windows_difference_not_a_cost(tmp
     assert all("| – | – | no kernel-bench run given; capture cost not given" in r for r in rows.values())
 
 
-def test_the_predicted_step_needs_the_served_version_of_the_backend():
+def test_a_predicted_step_from_another_version_of_the_backend_says_so():
     from llmcompare.analysis.attribution import KernelTable
     from llmcompare.report.timeline import _predicted
     from llmcompare.schema.run import EngineRecord
@@ -167,5 +167,6 @@ def test_the_predicted_step_needs_the_served_version_of_the_backend():
     same = EngineRecord(name="turbomind-0.17", kind="lmdeploy", version="0.17.0")
     other = EngineRecord(name="turbomind", kind="lmdeploy", version="0.18.0")
     assert _predicted(t, "turbomind", 256, same) == (pytest.approx(0.08), "")  # 2 layers x 40 µs, in ms
-    pred, why = _predicted(t, "turbomind", 256, other)
-    assert pred is None and why.startswith("the kernel run timed turbomind with lmdeploy 0.17.0, and turbomind served")
+    pred, why = _predicted(t, "turbomind", 256, other)  # another version's kernels: predicted, and said so
+    assert pred == pytest.approx(0.08)
+    assert why.startswith("predicted: the kernel run timed turbomind with lmdeploy 0.17.0, and turbomind served")

@@ -205,8 +205,7 @@ def _time_split(doc: Doc, engines: dict, table: attribution.KernelTable) -> None
         if not b or not table.has(b):
             continue
         if why := table.other_version(b, sv.rec):
-            rows.append([sv.label, "–", b, None, f"not modelled: {why}"] + ["–"] * 5)
-            continue
+            doc.p(f"WARNING: {why}. {sv.label}'s GEMM time below is that version's.")
         tp = sv.rec.tensor_parallel or (sv.scenario_engine or {}).get("tensor_parallel") or 1
         if tp != table.tensor_parallel:
             doc.p(f"WARNING: {sv.label} ran at tensor_parallel {tp}, the kernel table is at {table.tensor_parallel}.")
@@ -243,9 +242,9 @@ def _pair(doc: Doc, cand, base, table: attribution.KernelTable) -> list[list]:
     if not cb or not bb or not table.has(cb) or not table.has(bb):
         doc.p(f"{cand.label} against {base.label}: not attributed: the kernel table lacks {cb or '?'} or {bb or '?'}.")
         return []
-    if why := table.other_version(cb, cand.rec) or table.other_version(bb, base.rec):
-        doc.p(f"{cand.label} against {base.label}: not attributed: {why}.")
-        return []
+    for why in filter(None, (table.other_version(cb, cand.rec), table.other_version(bb, base.rec))):
+        doc.p(f"WARNING: {why}. The prediction for {cand.label} against {base.label} applies the kernels as timed, "
+              "so it is not about the version served.")
     if attribution.shapes_match(table, base.run.model_config) is False:
         doc.p(f"WARNING: the kernel run's shapes or layer count differ from {base.label}'s model config.json; the "
               "prediction applies the kernel table as it is, so it is not about this model.")
